@@ -1,0 +1,126 @@
+// Package bench holds xmr's benchmark registry and the one result format that
+// every benchmark prints: a readable table, or with --json one JSON object per
+// result line.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Result is one measured number. When a peer (raw OpenBLAS, PyTorch, FAISS)
+// ran the same work in the same run, Peer, PeerValue and Ratio are set; Ratio
+// is our speed over the peer's, so above 1 means xmr is faster.
+type Result struct {
+	Name      string  `json:"name"`
+	Metric    string  `json:"metric"`
+	Value     float64 `json:"value"`
+	Unit      string  `json:"unit"`
+	Peer      string  `json:"peer,omitempty"`
+	PeerValue float64 `json:"peer_value,omitempty"`
+	Ratio     float64 `json:"ratio,omitempty"`
+	// Note carries context such as the shape or thread count; optional.
+	Note string `json:"note,omitempty"`
+}
+
+// WithPeer returns r with the peer's value and the speed ratio filled in.
+// higherIsBetter says whether Value is a rate (GFLOP/s, items/s) or a time.
+func (r Result) WithPeer(peer string, peerValue float64, higherIsBetter bool) Result {
+	r.Peer, r.PeerValue = peer, peerValue
+	switch {
+	case peerValue == 0 || r.Value == 0:
+		r.Ratio = 0
+	case higherIsBetter:
+		r.Ratio = r.Value / peerValue
+	default:
+		r.Ratio = peerValue / r.Value
+	}
+	return r
+}
+
+// Options are the settings shared by all benchmarks.
+type Options struct {
+	// Quick asks for fewer repetitions (used by tests of the benchmarks).
+	Quick bool
+	// NoPeer skips running peers (PyTorch, FAISS, raw OpenBLAS).
+	NoPeer bool
+	// Args are extra positional arguments after the benchmark name.
+	Args []string
+	// Emit is called with each result as soon as it is measured.
+	Emit func(Result)
+}
+
+// Func runs one benchmark, reporting its results through opts.Emit.
+type Func func(ctx context.Context, opts Options) error
+
+// Benchmark is a named entry of the registry.
+type Benchmark struct {
+	Name    string
+	Summary string
+	Run     Func
+}
+
+var registry = map[string]Benchmark{}
+
+// Register adds a benchmark; it panics on a duplicate name (a programming
+// error).
+func Register(b Benchmark) {
+	if _, dup := registry[b.Name]; dup {
+		panic("bench: duplicate benchmark " + b.Name)
+	}
+	registry[b.Name] = b
+}
+
+// Lookup finds a benchmark by name.
+func Lookup(name string) (Benchmark, bool) {
+	b, ok := registry[name]
+	return b, ok
+}
+
+// All returns the registered benchmarks sorted by name.
+func All() []Benchmark {
+	out := make([]Benchmark, 0, len(registry))
+	for _, b := range registry {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// WriteJSON writes r as one JSON line.
+func WriteJSON(w io.Writer, r Result) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// WriteTable writes results as an aligned, human-readable table.
+func WriteTable(w io.Writer, rs []Result) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tMETRIC\tVALUE\tUNIT\tPEER\tPEER VALUE\tRATIO\tNOTE")
+	for _, r := range rs {
+		peerV, ratio := "", ""
+		if r.Peer != "" {
+			peerV = formatValue(r.PeerValue)
+			ratio = fmt.Sprintf("%.2fx", r.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Metric, formatValue(r.Value), r.Unit, r.Peer, peerV, ratio, r.Note)
+	}
+	return tw.Flush()
+}
+
+func formatValue(v float64) string {
+	s := fmt.Sprintf("%.4g", v)
+	if strings.Contains(s, "e") {
+		s = fmt.Sprintf("%.3f", v)
+	}
+	return s
+}

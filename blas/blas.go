@@ -1,0 +1,110 @@
+// Package blas provides the single-precision matrix product that the tensor
+// core is built on.
+//
+// At start-up it looks for Debian's OpenBLAS (libopenblas.so.0) and, when it
+// is found, routes every product through cblas_sgemm, loaded at run time with
+// purego so that the binary never needs cgo or a build tag. When the library
+// is missing, or XMR_BLAS=go is set, a pure-Go implementation is used instead.
+//
+// Matrices are row-major. Sgemm computes C = alpha*op(A)*op(B) + beta*C where
+// op(X) is X or its transpose.
+package blas
+
+import (
+	"fmt"
+	"os"
+	"sync"
+)
+
+// Impl is one implementation of the matrix product.
+type Impl interface {
+	// Name identifies the implementation ("openblas", "go").
+	Name() string
+	// Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices:
+	// op(A) is m x k, op(B) is k x n, C is m x n; lda, ldb and ldc are the row
+	// strides of A, B and C as stored.
+	Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+}
+
+var (
+	mu      sync.RWMutex
+	current Impl
+	loadErr error // why OpenBLAS could not be used, if it could not
+	once    sync.Once
+)
+
+func initDefault() {
+	once.Do(func() {
+		pure := Go{}
+		switch os.Getenv("XMR_BLAS") {
+		case "go", "pure", "gonum":
+			current = pure
+			loadErr = fmt.Errorf("XMR_BLAS=%s selects the pure-Go GEMM", os.Getenv("XMR_BLAS"))
+			return
+		}
+		ob, err := LoadOpenBLAS()
+		if err != nil {
+			current, loadErr = pure, err
+			return
+		}
+		current = ob
+	})
+}
+
+// Current returns the implementation in use.
+func Current() Impl {
+	initDefault()
+	mu.RLock()
+	defer mu.RUnlock()
+	return current
+}
+
+// Use replaces the implementation in use and returns the previous one. Tests
+// use it to run the same code on both paths.
+func Use(impl Impl) Impl {
+	initDefault()
+	mu.Lock()
+	defer mu.Unlock()
+	prev := current
+	current = impl
+	return prev
+}
+
+// Describe says which implementation is in use and, for the fallback, why.
+func Describe() string {
+	impl := Current()
+	if ob, ok := impl.(*OpenBLAS); ok {
+		return fmt.Sprintf("openblas (%s, %d threads)", ob.Path, ob.Threads())
+	}
+	if loadErr != nil {
+		return fmt.Sprintf("%s (OpenBLAS not used: %v)", impl.Name(), loadErr)
+	}
+	return impl.Name()
+}
+
+// Sgemm computes C = alpha*op(A)*op(B) + beta*C with the implementation in
+// use. It checks the slice lengths and panics on a mismatch, which is a
+// programming error in the caller.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	checkMat("A", transA, m, k, a, lda)
+	checkMat("B", transB, k, n, b, ldb)
+	checkMat("C", false, m, n, c, ldc)
+	Current().Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// checkMat verifies that x holds an op(x) of r x c with row stride ld.
+func checkMat(name string, trans bool, r, c int, x []float32, ld int) {
+	rows, cols := r, c
+	if trans {
+		rows, cols = c, r
+	}
+	if rows == 0 || cols == 0 {
+		return
+	}
+	if ld < cols || len(x) < (rows-1)*ld+cols {
+		panic(fmt.Sprintf("blas: matrix %s: %dx%d with stride %d needs %d elements, have %d", name, rows, cols, ld, (rows-1)*ld+cols, len(x)))
+	}
+}

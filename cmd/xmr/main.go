@@ -1,0 +1,145 @@
+// Command xmr is a cross-modal retrieval system: it trains and evaluates the
+// image-text matching models TERAN, TERN, SEAM and MEMBER, builds on-disk
+// indexes and answers queries from the command line and over HTTP.
+//
+// Run "xmr help" for the list of subcommands and "xmr CMD -h" for the help of
+// one of them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one xmr subcommand. Each lives in its own file and registers
+// itself from an init function.
+type command struct {
+	name     string // as typed on the command line
+	summary  string // one line for "xmr help"
+	usage    string // argument synopsis, e.g. "[flags] FILE"
+	examples string // example invocations shown by -h
+	// setFlags declares the command's flags; it may be nil.
+	setFlags func(fs *flag.FlagSet)
+	// run executes the command with the remaining positional arguments.
+	run func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]*command{}
+
+// register adds c to the set of subcommands; it panics on a duplicate name,
+// which is a programming error.
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("xmr: duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// errUsage marks an error caused by bad command-line use; main prints the
+// command's usage after it.
+var errUsage = errors.New("usage error")
+
+// usageErrorf returns an error wrapping errUsage with a message.
+func usageErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+func main() {
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runMain runs xmr with args (without the program name) and returns the exit
+// code. It is separate from main so that tests can call it.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				printUsage(stdout, c, newFlagSet(c, stdout))
+				return 0
+			}
+		}
+		printHelp(stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "xmr: unknown command %q; run \"xmr help\" for the list\n", args[0])
+		return 2
+	}
+	fs := newFlagSet(c, stderr)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			printUsage(stdout, c, fs)
+			return 0
+		}
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := c.run(ctx, fs.Args()); err != nil {
+		fmt.Fprintf(stderr, "xmr %s: %v\n", c.name, err)
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(stderr, "run \"xmr %s -h\" for help\n", c.name)
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func newFlagSet(c *command, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("xmr "+c.name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	if c.setFlags != nil {
+		c.setFlags(fs)
+	}
+	fs.Usage = func() { printUsage(fs.Output(), c, fs) }
+	return fs
+}
+
+func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: xmr %s %s\n\n%s\n", c.name, c.usage, c.summary)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprintf(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	if c.examples != "" {
+		fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(c.examples, "\n"))
+	}
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprintf(w, "xmr: cross-modal image-text retrieval (TERAN, TERN, SEAM, MEMBER)\n\nUsage: xmr COMMAND [flags] [args]\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nRun \"xmr COMMAND -h\" for a command's flags and examples.\n")
+}
+
+// logLevel reads XMR_LOG (debug, info, warn, error); info by default.
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("XMR_LOG"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
