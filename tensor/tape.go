@@ -1,0 +1,169 @@
+package tensor
+
+// Tape records operations for reverse-mode differentiation. A Tape is used by
+// one goroutine at a time. A nil *Tape records nothing (no-grad mode).
+type Tape struct {
+	nodes []node
+	pool  map[int][][]float32
+	live  []*Tensor // tensors whose buffers return to the pool on Reset
+	// Training enables dropout. NewTape sets it; inference uses a nil tape.
+	Training bool
+}
+
+type node struct {
+	out      *Tensor
+	backward func(g []float32)
+}
+
+// NewTape returns an empty tape in training mode.
+func NewTape() *Tape { return &Tape{pool: map[int][][]float32{}, Training: true} }
+
+// Len returns the number of recorded operations.
+func (tp *Tape) Len() int {
+	if tp == nil {
+		return 0
+	}
+	return len(tp.nodes)
+}
+
+// needs reports whether an op over these inputs must be recorded.
+func (tp *Tape) needs(ins ...*Tensor) bool {
+	if tp == nil {
+		return false
+	}
+	for _, t := range ins {
+		if t != nil && t.requiresGrad {
+			return true
+		}
+	}
+	return false
+}
+
+// record adds an op producing out; backward receives out's gradient and must
+// accumulate into the inputs' gradients (use grad()).
+func (tp *Tape) record(out *Tensor, backward func(g []float32)) {
+	out.requiresGrad = true
+	tp.nodes = append(tp.nodes, node{out: out, backward: backward})
+}
+
+// alloc returns a buffer of n floats with unspecified contents.
+func (tp *Tape) alloc(n int) []float32 {
+	if tp == nil {
+		return make([]float32, n)
+	}
+	if l := tp.pool[n]; len(l) > 0 {
+		b := l[len(l)-1]
+		tp.pool[n] = l[:len(l)-1]
+		return b
+	}
+	return make([]float32, n)
+}
+
+// allocZero returns a zeroed buffer of n floats.
+func (tp *Tape) allocZero(n int) []float32 {
+	if tp == nil {
+		return make([]float32, n)
+	}
+	b := tp.alloc(n)
+	clear(b)
+	return b
+}
+
+// newTensor makes a tensor with an uninitialised buffer owned by the tape.
+func (tp *Tape) newTensor(shape []int) *Tensor {
+	t := &Tensor{Shape: append([]int(nil), shape...), Data: tp.alloc(prod(shape))}
+	if tp != nil {
+		t.owner = tp
+		tp.live = append(tp.live, t)
+	}
+	return t
+}
+
+// newZero makes a zeroed tensor owned by the tape.
+func (tp *Tape) newZero(shape []int) *Tensor {
+	t := tp.newTensor(shape)
+	clear(t.Data)
+	return t
+}
+
+// view makes a tensor sharing data's buffer (owned by whoever owns data).
+// Its gradient buffer, if any, is the tape's.
+func (tp *Tape) view(data []float32, shape []int) *Tensor {
+	t := &Tensor{Shape: append([]int(nil), shape...), Data: data, isView: true}
+	if tp != nil {
+		t.owner = tp
+		tp.live = append(tp.live, t)
+	}
+	return t
+}
+
+// grad returns t's gradient buffer, allocating a zeroed one on first use.
+// Intermediate tensors take it from the tape's pool; leaves from the heap, so
+// that parameter gradients survive Reset.
+func (tp *Tape) grad(t *Tensor) []float32 {
+	if t.Grad == nil {
+		if t.owner == tp && tp != nil && len(tp.nodes) > 0 {
+			t.Grad = tp.allocZero(len(t.Data))
+			t.gradOwned = true
+		} else {
+			t.Grad = make([]float32, len(t.Data))
+		}
+	}
+	return t.Grad
+}
+
+// Backward computes the gradient of loss (a one-element tensor) with
+// respect to every tensor recorded on the tape and every leaf that requires
+// gradients; leaves' gradients accumulate across calls until ZeroGrad.
+func (tp *Tape) Backward(loss *Tensor) {
+	if len(loss.Data) != 1 {
+		panic(shapeErr("Backward", "loss must have one element, has shape %v", loss.Shape))
+	}
+	tp.BackwardWithGrad(loss, []float32{1})
+}
+
+// BackwardWithGrad back-propagates the given output gradient from out.
+func (tp *Tape) BackwardWithGrad(out *Tensor, g []float32) {
+	if tp == nil {
+		panic(shapeErr("Backward", "no tape: the forward pass ran in no-grad mode"))
+	}
+	if len(g) != len(out.Data) {
+		panic(shapeErr("Backward", "gradient of %d values for output of shape %v", len(g), out.Shape))
+	}
+	og := tp.grad(out)
+	for i, v := range g {
+		og[i] += v
+	}
+	for i := len(tp.nodes) - 1; i >= 0; i-- {
+		n := tp.nodes[i]
+		if n.out.Grad == nil {
+			continue
+		}
+		n.backward(n.out.Grad)
+	}
+}
+
+// Reset forgets the recorded operations and returns the buffers of every
+// tensor produced on the tape to its pool. Those tensors must not be used
+// afterwards; parameters and their gradients are untouched.
+func (tp *Tape) Reset() {
+	if tp == nil {
+		return
+	}
+	for _, t := range tp.live {
+		if t.Data != nil && !t.isView {
+			tp.pool[len(t.Data)] = append(tp.pool[len(t.Data)], t.Data)
+		}
+		if t.gradOwned && t.Grad != nil {
+			tp.pool[len(t.Grad)] = append(tp.pool[len(t.Grad)], t.Grad)
+		}
+		t.Data, t.Grad, t.owner = nil, nil, nil
+	}
+	clear(tp.live)
+	tp.live = tp.live[:0]
+	clear(tp.nodes)
+	tp.nodes = tp.nodes[:0]
+}
+
+// Detach returns a tensor sharing t's data that does not require gradients.
+func (tp *Tape) Detach(t *Tensor) *Tensor { return tp.view(t.Data, t.Shape) }
