@@ -231,9 +231,9 @@ func (tp *Tape) Embedding(weight *Tensor, ids []int32) *Tensor {
 }
 
 // Dropout zeroes each element with probability p and scales the rest by
-// 1/(1-p), drawing from rng. It is the identity on a nil or non-training
-// tape, or when p is 0.
-func (tp *Tape) Dropout(a *Tensor, p float32, rng *rand.Rand) *Tensor {
+// 1/(1-p), drawing from the tape's Rand. It is the identity on a nil or
+// non-training tape, or when p is 0.
+func (tp *Tape) Dropout(a *Tensor, p float32) *Tensor {
 	if tp == nil || !tp.Training || p <= 0 {
 		return a
 	}
@@ -242,7 +242,7 @@ func (tp *Tape) Dropout(a *Tensor, p float32, rng *rand.Rand) *Tensor {
 	}
 	keep := make([]bool, len(a.Data))
 	for i := range keep {
-		keep[i] = rng.Float32() >= p
+		keep[i] = tp.Rand.Float32() >= p
 	}
 	scale := 1 / (1 - p)
 	out := tp.newTensor(a.Shape)

@@ -1,5 +1,7 @@
 package tensor
 
+import "math/rand/v2"
+
 // Tape records operations for reverse-mode differentiation. A Tape is used by
 // one goroutine at a time. A nil *Tape records nothing (no-grad mode).
 type Tape struct {
@@ -8,6 +10,9 @@ type Tape struct {
 	live  []*Tensor // tensors whose buffers return to the pool on Reset
 	// Training enables dropout. NewTape sets it; inference uses a nil tape.
 	Training bool
+	// Rand drives dropout. NewTape seeds it with a fixed seed; set it (for
+	// example per step from the run's seed) for reproducible training.
+	Rand *rand.Rand
 }
 
 type node struct {
@@ -16,7 +21,13 @@ type node struct {
 }
 
 // NewTape returns an empty tape in training mode.
-func NewTape() *Tape { return &Tape{pool: map[int][][]float32{}, Training: true} }
+func NewTape() *Tape {
+	return &Tape{pool: map[int][][]float32{}, Training: true, Rand: rand.New(rand.NewPCG(0x786d72, 1))}
+}
+
+// Seed resets the dropout generator to a stream determined by seed and
+// stream (e.g. the run seed and the step number).
+func (tp *Tape) Seed(seed, stream uint64) { tp.Rand = rand.New(rand.NewPCG(seed, stream)) }
 
 // Len returns the number of recorded operations.
 func (tp *Tape) Len() int {
