@@ -2,7 +2,6 @@ package tensor
 
 import (
 	"math"
-	"math/rand/v2"
 )
 
 // Reshape returns a view of a with a new shape of the same size; one
