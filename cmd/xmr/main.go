@@ -79,10 +79,11 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet(c, stderr)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
 			printUsage(stdout, c, fs)
 			return 0
 		}
+		// The flag package has printed the error; add the usage.
+		printUsage(stderr, c, fs)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -104,7 +105,9 @@ func newFlagSet(c *command, out io.Writer) *flag.FlagSet {
 	if c.setFlags != nil {
 		c.setFlags(fs)
 	}
-	fs.Usage = func() { printUsage(fs.Output(), c, fs) }
+	// main prints the usage itself: to stdout for -h, to stderr after an
+	// error.
+	fs.Usage = func() {}
 	return fs
 }
 

@@ -1,0 +1,227 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/xmr-project/xmr/checkpoint"
+	"github.com/xmr-project/xmr/nn"
+	"github.com/xmr-project/xmr/tensor"
+)
+
+// BERTConfig holds the sizes of a BERT encoder, as in a HuggingFace
+// config.json.
+type BERTConfig struct {
+	VocabSize             int     `json:"vocab_size"`
+	HiddenSize            int     `json:"hidden_size"`
+	NumHiddenLayers       int     `json:"num_hidden_layers"`
+	NumAttentionHeads     int     `json:"num_attention_heads"`
+	IntermediateSize      int     `json:"intermediate_size"`
+	MaxPositionEmbeddings int     `json:"max_position_embeddings"`
+	TypeVocabSize         int     `json:"type_vocab_size"`
+	LayerNormEps          float64 `json:"layer_norm_eps"`
+	HiddenAct             string  `json:"hidden_act"`
+	HiddenDropoutProb     float64 `json:"hidden_dropout_prob"`
+}
+
+// ReadBERTConfig reads dir/config.json.
+func ReadBERTConfig(dir string) (BERTConfig, error) {
+	path := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return BERTConfig{}, fmt.Errorf("read BERT config: %w", err)
+	}
+	var c BERTConfig
+	if err := json.Unmarshal(b, &c); err != nil {
+		return BERTConfig{}, fmt.Errorf("parse %s: %w", path, err)
+	}
+	if c.HiddenSize <= 0 || c.NumAttentionHeads <= 0 || c.HiddenSize%c.NumAttentionHeads != 0 || c.VocabSize <= 0 || c.IntermediateSize <= 0 || c.MaxPositionEmbeddings <= 0 {
+		return BERTConfig{}, fmt.Errorf("%s: hidden_size %d, num_attention_heads %d, vocab_size %d, intermediate_size %d, max_position_embeddings %d: all must be positive and heads must divide hidden_size",
+			path, c.HiddenSize, c.NumAttentionHeads, c.VocabSize, c.IntermediateSize, c.MaxPositionEmbeddings)
+	}
+	if c.TypeVocabSize == 0 {
+		c.TypeVocabSize = 2
+	}
+	if c.LayerNormEps == 0 {
+		c.LayerNormEps = 1e-12
+	}
+	if c.HiddenAct != "" && c.HiddenAct != "gelu" {
+		return BERTConfig{}, fmt.Errorf("%s: hidden_act %q: only gelu is supported", path, c.HiddenAct)
+	}
+	return c, nil
+}
+
+// BERT is the encoder of BERT (embeddings and the first layers), with
+// HuggingFace's parameter names.
+type BERT struct {
+	Cfg       BERTConfig
+	WordEmb   *nn.Embedding
+	PosEmb    *nn.Embedding
+	TypeEmb   *nn.Embedding
+	EmbNorm   *nn.LayerNorm
+	Layers    []*BERTLayer
+	Dropout   float32
+	trainable bool
+}
+
+// BERTLayer is one post-norm BERT transformer layer.
+type BERTLayer struct {
+	Query, Key, Value, AttnOut *nn.Linear
+	AttnNorm                   *nn.LayerNorm
+	Inter, Out                 *nn.Linear
+	OutNorm                    *nn.LayerNorm
+	Heads                      int
+}
+
+// NewBERT builds a randomly initialised BERT with the given sizes, keeping
+// layers layers (<= cfg.NumHiddenLayers when loading weights).
+func NewBERT(rng *rand.Rand, cfg BERTConfig, layers int, dropout float32) *BERT {
+	eps := float32(cfg.LayerNormEps)
+	b := &BERT{
+		Cfg:       cfg,
+		WordEmb:   nn.NewEmbedding(rng, cfg.VocabSize, cfg.HiddenSize),
+		PosEmb:    nn.NewEmbedding(rng, cfg.MaxPositionEmbeddings, cfg.HiddenSize),
+		TypeEmb:   nn.NewEmbedding(rng, cfg.TypeVocabSize, cfg.HiddenSize),
+		EmbNorm:   nn.NewLayerNorm(cfg.HiddenSize, eps),
+		Dropout:   dropout,
+		trainable: true,
+	}
+	// BERT initialises embeddings with N(0, 0.02).
+	for _, e := range []*nn.Embedding{b.WordEmb, b.PosEmb, b.TypeEmb} {
+		for i := range e.W.Data {
+			e.W.Data[i] *= 0.02
+		}
+	}
+	d := cfg.HiddenSize
+	for i := 0; i < layers; i++ {
+		b.Layers = append(b.Layers, &BERTLayer{
+			Query: nn.NewLinear(rng, d, d, true), Key: nn.NewLinear(rng, d, d, true), Value: nn.NewLinear(rng, d, d, true),
+			AttnOut: nn.NewLinear(rng, d, d, true), AttnNorm: nn.NewLayerNorm(d, eps),
+			Inter: nn.NewLinear(rng, d, cfg.IntermediateSize, true), Out: nn.NewLinear(rng, cfg.IntermediateSize, d, true),
+			OutNorm: nn.NewLayerNorm(d, eps), Heads: cfg.NumAttentionHeads,
+		})
+	}
+	return b
+}
+
+// LoadBERT reads a HuggingFace BERT directory (config.json and
+// model.safetensors) keeping its first layers layers.
+func LoadBERT(dir string, layers int, dropout float32) (*BERT, error) {
+	cfg, err := ReadBERTConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if layers <= 0 || layers > cfg.NumHiddenLayers {
+		layers = cfg.NumHiddenLayers
+	}
+	b := NewBERT(rand.New(rand.NewPCG(1, 1)), cfg, layers, dropout)
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := checkpoint.Open(path)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "pytorch_model.bin")); serr == nil {
+			return nil, fmt.Errorf("%s has only pytorch_model.bin: convert it to model.safetensors (e.g. with transformers' save_pretrained(safe_serialization=True)): %w", dir, err)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	want := []checkpoint.Entry{}
+	for _, p := range b.Params() {
+		want = append(want, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
+	}
+	err = f.LoadInto(want, checkpoint.LoadOptions{AllowUnexpected: true, Rename: func(name string) string {
+		name = strings.TrimPrefix(name, "bert.")
+		// Old TF-converted checkpoints call LayerNorm parameters gamma/beta.
+		name = strings.Replace(name, "LayerNorm.gamma", "LayerNorm.weight", 1)
+		return strings.Replace(name, "LayerNorm.beta", "LayerNorm.bias", 1)
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("load BERT weights: %w", err)
+	}
+	return b, nil
+}
+
+// SetTrainable freezes (false) or fine-tunes (true) every BERT parameter.
+func (b *BERT) SetTrainable(v bool) {
+	b.trainable = v
+	for _, p := range b.Params() {
+		p.T.SetRequiresGrad(v)
+	}
+}
+
+// Params returns the parameters with HuggingFace names.
+func (b *BERT) Params() []nn.Named {
+	ps := nn.Prefix("embeddings.word_embeddings", b.WordEmb.Params())
+	ps = append(ps, nn.Prefix("embeddings.position_embeddings", b.PosEmb.Params())...)
+	ps = append(ps, nn.Prefix("embeddings.token_type_embeddings", b.TypeEmb.Params())...)
+	ps = append(ps, nn.Prefix("embeddings.LayerNorm", b.EmbNorm.Params())...)
+	for i, l := range b.Layers {
+		pre := fmt.Sprintf("encoder.layer.%d.", i)
+		ps = append(ps, nn.Prefix(pre+"attention.self.query", l.Query.Params())...)
+		ps = append(ps, nn.Prefix(pre+"attention.self.key", l.Key.Params())...)
+		ps = append(ps, nn.Prefix(pre+"attention.self.value", l.Value.Params())...)
+		ps = append(ps, nn.Prefix(pre+"attention.output.dense", l.AttnOut.Params())...)
+		ps = append(ps, nn.Prefix(pre+"attention.output.LayerNorm", l.AttnNorm.Params())...)
+		ps = append(ps, nn.Prefix(pre+"intermediate.dense", l.Inter.Params())...)
+		ps = append(ps, nn.Prefix(pre+"output.dense", l.Out.Params())...)
+		ps = append(ps, nn.Prefix(pre+"output.LayerNorm", l.OutNorm.Params())...)
+	}
+	return ps
+}
+
+// Forward encodes ids (C*T, row-major (C, T)) with valid (C, T) and returns
+// the last hidden state (C, T, hidden).
+func (b *BERT) Forward(tp *tensor.Tape, ids []int32, valid *tensor.Tensor, lengths []int) *tensor.Tensor {
+	c, t := valid.Shape[0], valid.Shape[1]
+	if t > b.Cfg.MaxPositionEmbeddings {
+		panic(&tensor.ShapeError{Op: "BERT", Msg: fmt.Sprintf("%d tokens exceed max_position_embeddings %d", t, b.Cfg.MaxPositionEmbeddings)})
+	}
+	if !b.trainable {
+		// A frozen BERT needs no tape: its output is a constant input.
+		tp = nil
+	}
+	pos := make([]int32, t)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	x := b.WordEmb.Forward(tp, ids, c, t)                  // (C, T, D)
+	x = tp.Add(x, b.PosEmb.Forward(tp, pos, 1, t))         // + positions (1, T, D)
+	x = tp.Add(x, b.TypeEmb.Forward(tp, []int32{0}, 1, 1)) // + segment A
+	x = tp.Dropout(b.EmbNorm.Forward(tp, x), b.Dropout)    // (C, T, D)
+	for _, l := range b.Layers {
+		x = l.forward(tp, x, valid, b.Dropout)
+	}
+	return x
+}
+
+func (l *BERTLayer) forward(tp *tensor.Tape, x, valid *tensor.Tensor, p float32) *tensor.Tensor {
+	q, k, v := l.Query.Forward(tp, x), l.Key.Forward(tp, x), l.Value.Forward(tp, x) // (C, T, D) each
+	a := attend(tp, q, k, v, valid, l.Heads, p)                                     // (C, T, D)
+	x = l.AttnNorm.Forward(tp, tp.Add(x, tp.Dropout(l.AttnOut.Forward(tp, a), p)))
+	h := tp.GELU(l.Inter.Forward(tp, x)) // (C, T, FF)
+	return l.OutNorm.Forward(tp, tp.Add(x, tp.Dropout(l.Out.Forward(tp, h), p)))
+}
+
+// attend is multi-head scaled dot-product attention over already projected
+// q, k, v (B, T, D) with keyValid (B, T) (1 = real token).
+func attend(tp *tensor.Tape, q, k, v, keyValid *tensor.Tensor, heads int, dropout float32) *tensor.Tensor {
+	bsz, tq, d := q.Shape[0], q.Shape[1], q.Shape[2]
+	tk := k.Shape[1]
+	dh := d / heads
+	split := func(x *tensor.Tensor, t int) *tensor.Tensor {
+		return tp.Permute(tp.Reshape(x, bsz, t, heads, dh), 0, 2, 1, 3) // (B, H, T, dh)
+	}
+	qh, kh, vh := split(q, tq), split(k, tk), split(v, tk)
+	s := tp.Scale(tp.MatMul(qh, kh, false, true), float32(1/math.Sqrt(float64(dh)))) // (B, H, Tq, Tk)
+	var mask *tensor.Tensor
+	if keyValid != nil {
+		mask = tp.Detach(tp.Reshape(keyValid, bsz, 1, 1, tk))
+	}
+	w := tp.Dropout(tp.Softmax(s, -1, mask), dropout)        // (B, H, Tq, Tk)
+	o := tp.MatMul(w, vh, false, false)                      // (B, H, Tq, dh)
+	return tp.Reshape(tp.Permute(o, 0, 2, 1, 3), bsz, tq, d) // (B, Tq, D)
+}

@@ -1,0 +1,55 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/xmr-project/xmr/tensor"
+)
+
+// ContrastiveLoss is the VSE++ hinge triplet loss on a square similarity
+// matrix s (N, N) whose diagonal holds the matching pairs (s[i, j] = image
+// i, caption j). For every positive pair it sums [margin + s(negative) -
+// s(positive)]+ over the negatives in the batch, in both directions; with
+// maxViolation only the hardest negative of each direction counts (TERAN
+// eq. 5-6).
+func ContrastiveLoss(tp *tensor.Tape, s *tensor.Tensor, margin float32, maxViolation bool) *tensor.Tensor {
+	n := s.Shape[0]
+	if s.Dims() != 2 || s.Shape[1] != n {
+		panic(&tensor.ShapeError{Op: "ContrastiveLoss", Msg: "similarities must be square (N, N), have " + shapeString(s.Shape)})
+	}
+	eye := tensor.New(n, n)
+	for i := 0; i < n; i++ {
+		eye.Data[i*n+i] = 1
+	}
+	diag := tp.Sum(tp.Mul(s, eye), true, 1)                                                           // (N, 1): s[i, i]
+	costC := tp.MaskedFill(tp.Hinge(tp.AddScalar(tp.Sub(s, diag), margin)), eye, 0)                   // image i vs captions j
+	costI := tp.MaskedFill(tp.Hinge(tp.AddScalar(tp.Sub(s, tp.Reshape(diag, 1, n)), margin)), eye, 0) // caption j vs images i
+	if maxViolation {
+		hc, _ := tp.Max(costC, 1, false, nil) // (N): hardest caption per image
+		hi, _ := tp.Max(costI, 0, false, nil) // (N): hardest image per caption
+		return tp.Add(tp.SumAll(hc), tp.SumAll(hi))
+	}
+	return tp.Add(tp.SumAll(costC), tp.SumAll(costI))
+}
+
+// UncertaintyWeighted combines losses with learned homoscedastic
+// uncertainty (Kendall, Gal and Cipolla 2018): sum_k exp(-s_k) L_k / 2 +
+// s_k / 2, where s_k = logVars[k] is the log-variance of task k.
+func UncertaintyWeighted(tp *tensor.Tape, logVars *tensor.Tensor, losses ...*tensor.Tensor) *tensor.Tensor {
+	if logVars.Numel() != len(losses) {
+		panic(&tensor.ShapeError{Op: "UncertaintyWeighted", Msg: "one log-variance per loss"})
+	}
+	var total *tensor.Tensor
+	for k, l := range losses {
+		s := tp.Narrow(logVars, 0, k, 1)                                              // (1)
+		term := tp.Scale(tp.Add(tp.Mul(tp.Exp(tp.Neg(s)), tp.Reshape(l, 1)), s), 0.5) // (1)
+		if total == nil {
+			total = term
+		} else {
+			total = tp.Add(total, term)
+		}
+	}
+	return tp.Reshape(total)
+}
+
+func shapeString(s []int) string { return fmt.Sprint(s) }

@@ -1,0 +1,427 @@
+// Package train trains TERAN and TERN models: batching, the optimisation
+// loop with schedules and clipping, periodic validation with the papers'
+// metrics, best-checkpoint keeping, exact resume, and training curves.
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/checkpoint"
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/nn"
+	"github.com/xmr-project/xmr/optim"
+	"github.com/xmr-project/xmr/progress"
+	"github.com/xmr-project/xmr/tensor"
+)
+
+// Options configure a training run.
+type Options struct {
+	Config model.Config
+	// Data is a dataset directory in the precomp layout (train and dev
+	// splits); it overrides Config.Dataset.Data.
+	Data string
+	// Out is the run directory: checkpoints, metrics, curves.
+	Out string
+	// TimeBudget stops the run cleanly after this much wall-clock time of
+	// training (0: no limit), with a final validation and checkpoint.
+	TimeBudget time.Duration
+	// Resume continues from Out/last.safetensors.
+	Resume bool
+	// MaxIters stops after this many iterations in total (0: the configured
+	// epochs).
+	MaxIters int
+	// ValImages caps the dev images used for validation (0: 1000).
+	ValImages int
+	// CheckpointEvery also writes last.safetensors every so many
+	// iterations between validations (0: only at validations and the end).
+	CheckpointEvery int
+}
+
+// Result summarises a finished run.
+type Result struct {
+	Iters    int
+	Epochs   int
+	BestRSum float64
+	BestNDCG float64
+	Last     Record
+	// Stopped says why the run ended: "epochs", "iterations", "time budget".
+	Stopped string
+}
+
+// Record is one validation: the curves' data points.
+type Record struct {
+	Iter      int                `json:"iter"`
+	Epoch     int                `json:"epoch"`
+	Seconds   float64            `json:"seconds"`
+	Loss      float64            `json:"loss"` // mean training loss since the previous record
+	LR        float64            `json:"lr"`
+	R1I2T     float64            `json:"r1_i2t"`
+	R5I2T     float64            `json:"r5_i2t"`
+	R10I2T    float64            `json:"r10_i2t"`
+	R1T2I     float64            `json:"r1_t2i"`
+	R5T2I     float64            `json:"r5_t2i"`
+	R10T2I    float64            `json:"r10_t2i"`
+	RSum      float64            `json:"rsum"`
+	NDCG      map[string]float64 `json:"ndcg,omitempty"` // "rouge-l/i2t" -> value
+	AlignAcc  float64            `json:"align_acc,omitempty"`
+	AlignN    int                `json:"align_words,omitempty"`
+	ExamplesS float64            `json:"examples_per_s"`
+}
+
+// state is what resume needs beyond weights and optimiser moments.
+type state struct {
+	Iter     int      `json:"iter"`
+	Epoch    int      `json:"epoch"`
+	Pos      int      `json:"pos"` // captions of the current epoch done
+	BestRSum float64  `json:"best_rsum"`
+	BestNDCG float64  `json:"best_ndcg"`
+	Elapsed  float64  `json:"elapsed_s"`
+	History  []Record `json:"history"`
+}
+
+// Run trains a model as o describes.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	cfg := o.Config
+	if o.Data != "" {
+		cfg.Dataset.Data = o.Data
+	}
+	if cfg.Dataset.Data == "" {
+		return nil, errors.New("no data: give --data DIR or dataset.data in the config")
+	}
+	if o.Out == "" {
+		return nil, errors.New("no output directory: give --out DIR")
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("create run directory: %w", err)
+	}
+	trainSplit, err := data.LoadPrecomp(cfg.Dataset.Data, "train", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer trainSplit.Close()
+	devSplit, err := data.LoadPrecomp(cfg.Dataset.Data, "dev", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer devSplit.Close()
+	if trainSplit.Images.D != cfg.ImageModel.FeatDim {
+		slog.Info("image-model.feat-dim set from the data", "config", cfg.ImageModel.FeatDim, "data", trainSplit.Images.D)
+		cfg.ImageModel.FeatDim = trainSplit.Images.D
+	}
+
+	var m *model.Model
+	var st state
+	lastPath := filepath.Join(o.Out, "last.safetensors")
+	var resumed *checkpoint.File
+	if o.Resume {
+		lm, f, err := model.Load(lastPath)
+		if err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		defer f.Close()
+		resumed = f
+		if err := json.Unmarshal([]byte(f.Metadata()["train_state"]), &st); err != nil {
+			return nil, fmt.Errorf("resume: %s: train_state: %w", lastPath, err)
+		}
+		// The stored config built the weights; only the data may move.
+		lm.Cfg.Dataset.Data = cfg.Dataset.Data
+		m, cfg = lm, lm.Cfg
+		slog.Info("resuming", "from", lastPath, "iter", st.Iter, "epoch", st.Epoch)
+	} else {
+		tok, err := model.BuildTokenizer(cfg, trainSplit.Captions)
+		if err != nil {
+			return nil, err
+		}
+		if m, err = model.NewWithTokenizer(cfg, tok); err != nil {
+			return nil, err
+		}
+		st.BestRSum, st.BestNDCG = -1, -1
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(o.Out, "config.yaml"), []byte(cfg.Marshal())); err != nil {
+		return nil, err
+	}
+
+	tc := cfg.Training
+	nCaps := trainSplit.NumCaptions()
+	if nCaps < 2 {
+		return nil, fmt.Errorf("%s: the train split has %d captions; training needs at least 2", cfg.Dataset.Data, nCaps)
+	}
+	bs := min(tc.BatchSize, nCaps)
+	itersPerEpoch := nCaps / bs // the last partial batch is dropped, as VSE++ does
+	opt, err := newOptimizer(m, itersPerEpoch)
+	if err != nil {
+		return nil, err
+	}
+	if resumed != nil {
+		if err := loadOptimizer(resumed, opt); err != nil {
+			return nil, fmt.Errorf("resume: %s: %w", lastPath, err)
+		}
+	}
+	val, err := newValidator(ctx, m, devSplit, cfg.Dataset.Data, o.ValImages)
+	if err != nil {
+		return nil, err
+	}
+
+	totalIters := tc.Epochs * itersPerEpoch
+	if o.MaxIters > 0 {
+		totalIters = min(totalIters, o.MaxIters)
+	}
+	params := trainable(m)
+	tp := tensor.NewTape()
+	bar := progress.New("train", int64(totalIters), "it")
+	bar.Add(int64(st.Iter))
+	start := time.Now()
+	elapsedBefore := st.Elapsed
+	var lossSum float64
+	lossN, examples := 0, 0
+	lastRecord := time.Now()
+	res := &Result{}
+
+	save := func(path string, withOptimizer bool) error {
+		st.Elapsed = elapsedBefore + time.Since(start).Seconds()
+		sb, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		var extra []nn.Named
+		if withOptimizer {
+			extra = optimizerTensors(opt)
+		}
+		return m.Save(path, extra, map[string]string{"train_state": string(sb)})
+	}
+	validate := func() error {
+		rec, err := val.run(ctx)
+		if err != nil {
+			return err
+		}
+		rec.Iter, rec.Epoch = st.Iter, st.Epoch
+		rec.Seconds = elapsedBefore + time.Since(start).Seconds()
+		rec.LR = opt.LR(0)
+		if lossN > 0 {
+			rec.Loss = lossSum / float64(lossN)
+		}
+		rec.ExamplesS = float64(examples) / time.Since(lastRecord).Seconds()
+		lossSum, lossN, examples, lastRecord = 0, 0, 0, time.Now()
+		st.History = append(st.History, rec)
+		slog.Info("validation", "iter", rec.Iter, "epoch", rec.Epoch, "loss", fmt.Sprintf("%.4f", rec.Loss),
+			"r1_i2t", fmt.Sprintf("%.1f", rec.R1I2T), "r1_t2i", fmt.Sprintf("%.1f", rec.R1T2I), "rsum", fmt.Sprintf("%.1f", rec.RSum),
+			"ndcg", fmt.Sprintf("%.4f", val.ndcgScore(rec)), "align_acc", fmt.Sprintf("%.3f", rec.AlignAcc))
+		if rec.RSum > st.BestRSum {
+			st.BestRSum = rec.RSum
+			if err := save(filepath.Join(o.Out, "best-rsum.safetensors"), false); err != nil {
+				return err
+			}
+		}
+		if nd := val.ndcgScore(rec); nd > st.BestNDCG {
+			st.BestNDCG = nd
+			if err := save(filepath.Join(o.Out, "best-ndcg.safetensors"), false); err != nil {
+				return err
+			}
+		}
+		if err := save(lastPath, true); err != nil {
+			return err
+		}
+		return writeMetrics(o.Out, st.History)
+	}
+
+	stopped := "epochs"
+	for st.Iter < totalIters {
+		if err := ctx.Err(); err != nil {
+			stopped = "interrupted"
+			break
+		}
+		if o.TimeBudget > 0 && elapsedBefore+time.Since(start).Seconds() >= o.TimeBudget.Seconds() {
+			stopped = "time budget"
+			break
+		}
+		order := epochOrder(tc.Seed, st.Epoch, nCaps)
+		caps := order[st.Pos : st.Pos+bs]
+		loss, err := step(tp, m, trainSplit, caps, tc, params, opt, st.Iter)
+		if err != nil {
+			return nil, fmt.Errorf("iteration %d: %w", st.Iter, err)
+		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			return nil, fmt.Errorf("iteration %d: the loss is %v; lower training.lr or check the data", st.Iter, loss)
+		}
+		lossSum += loss
+		lossN++
+		examples += bs
+		st.Iter++
+		st.Pos += bs
+		if st.Pos+bs > nCaps {
+			st.Epoch++
+			st.Pos = 0
+		}
+		bar.Add(1)
+		bar.Describe(fmt.Sprintf("epoch %d loss %.4f", st.Epoch, loss))
+		endOfEpoch := st.Pos == 0
+		if (tc.ValStep > 0 && st.Iter%tc.ValStep == 0) || endOfEpoch {
+			if err := validate(); err != nil {
+				return nil, err
+			}
+		} else if o.CheckpointEvery > 0 && st.Iter%o.CheckpointEvery == 0 {
+			if err := save(lastPath, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	bar.Finish()
+	if o.MaxIters > 0 && st.Iter >= o.MaxIters && stopped == "epochs" {
+		stopped = "iterations"
+	}
+	if stopped != "interrupted" && (len(st.History) == 0 || st.History[len(st.History)-1].Iter != st.Iter) {
+		if err := validate(); err != nil {
+			return nil, err
+		}
+	} else if stopped == "interrupted" {
+		// Keep what was done: a later --resume continues from here.
+		if err := save(lastPath, true); err != nil {
+			return nil, err
+		}
+		return nil, ctx.Err()
+	}
+	res.Iters, res.Epochs, res.Stopped = st.Iter, st.Epoch, stopped
+	res.BestRSum, res.BestNDCG = st.BestRSum, st.BestNDCG
+	if len(st.History) > 0 {
+		res.Last = st.History[len(st.History)-1]
+	}
+	return res, nil
+}
+
+// step runs one optimisation step on the captions caps (and their images)
+// and returns the loss.
+func step(tp *tensor.Tape, m *model.Model, s *data.Split, caps []int, tc model.TrainingConfig, params []*tensor.Tensor, opt *optim.Adam, iter int) (loss float64, err error) {
+	imgIdx := make([]int, len(caps))
+	texts := make([]string, len(caps))
+	for k, c := range caps {
+		imgIdx[k] = s.ImageOf(c)
+		texts[k] = s.Captions[c]
+	}
+	tx, _ := m.TextsOf(texts)
+	im := model.ImagesOf(s.Images, imgIdx)
+	tp.Seed(tc.Seed, uint64(iter))
+	err = tensor.Try(func() {
+		img := m.EncodeImages(tp, im)
+		txt := m.EncodeTexts(tp, tx)
+		l := m.Loss(tp, img, txt)
+		tp.Backward(l)
+		loss = float64(l.Item())
+	})
+	tp.Reset()
+	if err != nil {
+		return 0, err
+	}
+	if tc.GradClip > 0 {
+		optim.ClipGradNorm(params, tc.GradClip)
+	}
+	opt.Step()
+	opt.ZeroGrad()
+	return loss, nil
+}
+
+// epochOrder is the shuffled caption order of an epoch, a function of the
+// seed and the epoch only (so that a resumed run sees the same batches).
+func epochOrder(seed uint64, epoch, n int) []int {
+	rng := rand.New(rand.NewPCG(seed, 0x6570+uint64(epoch)))
+	return rng.Perm(n)
+}
+
+func trainable(m *model.Model) []*tensor.Tensor {
+	var out []*tensor.Tensor
+	for _, p := range m.Params() {
+		if p.T.RequiresGrad() {
+			out = append(out, p.T)
+		}
+	}
+	return out
+}
+
+// newOptimizer makes Adam with a BERT group and a group for the rest, and
+// the configured schedule.
+func newOptimizer(m *model.Model, itersPerEpoch int) (*optim.Adam, error) {
+	tc := m.Cfg.Training
+	var bert, rest []optim.NamedParam
+	for _, p := range m.Params() {
+		if !p.T.RequiresGrad() {
+			continue
+		}
+		np := optim.NamedParam{Name: p.Name, T: p.T}
+		if model.IsBERTParam(p.Name) {
+			bert = append(bert, np)
+		} else {
+			rest = append(rest, np)
+		}
+	}
+	bertLR := tc.BERTLR
+	if bertLR == 0 {
+		bertLR = tc.LR
+	}
+	groups := []optim.Group{{Name: "model", Params: optim.Tensors(rest), LR: tc.LR}}
+	if len(bert) > 0 {
+		groups = append(groups, optim.Group{Name: "bert", Params: optim.Tensors(bert), LR: bertLR})
+	}
+	var sched optim.Product
+	if tc.Scheduler == "steplr" && tc.StepSize > 0 {
+		sched = append(sched, optim.Epochs{Iters: itersPerEpoch, Schedule: optim.StepDecay{Every: tc.StepSize, Gamma: tc.Gamma}})
+	}
+	if tc.WarmupPeriod > 0 {
+		sched = append(sched, optim.Warmup{Iters: tc.WarmupPeriod})
+	}
+	opt, err := optim.NewAdam(groups, optim.Config{Schedule: sched})
+	if err != nil {
+		return nil, err
+	}
+	if err := opt.SetNames(append(rest, bert...)); err != nil {
+		return nil, err
+	}
+	return opt, nil
+}
+
+const optimPrefix = "optim."
+
+// optimizerTensors names the optimiser state for a checkpoint.
+func optimizerTensors(opt *optim.Adam) []nn.Named {
+	st := opt.State()
+	keys := make([]string, 0, len(st))
+	for k := range st {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]nn.Named, len(keys))
+	for i, k := range keys {
+		out[i] = nn.Named{Name: optimPrefix + k, T: st[k]}
+	}
+	return out
+}
+
+// loadOptimizer restores the optimiser state stored by optimizerTensors.
+func loadOptimizer(f *checkpoint.File, opt *optim.Adam) error {
+	st := map[string]*tensor.Tensor{}
+	for _, name := range f.Names() {
+		if !strings.HasPrefix(name, optimPrefix) {
+			continue
+		}
+		d, shape, err := f.Tensor(name)
+		if err != nil {
+			return err
+		}
+		st[strings.TrimPrefix(name, optimPrefix)] = tensor.FromData(d, shape...)
+	}
+	if len(st) == 0 {
+		return errors.New("no optimiser state (optim.*) in the checkpoint")
+	}
+	return opt.LoadState(st)
+}

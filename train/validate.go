@@ -1,0 +1,124 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/model"
+)
+
+// validator evaluates a model on (a prefix of) the dev split: Recall@K and
+// rsum, NDCG with every relevance available, and word-region alignment
+// accuracy where ground truth exists.
+type validator struct {
+	m         *model.Model
+	split     *data.Split
+	rel       []eval.Relevance
+	grounding []data.Grounding
+	ndcgKey   string // relevance whose NDCG picks the best checkpoint
+}
+
+// DevRelevances computes the caption x image relevance matrices of split for
+// NDCG: ROUGE-L always, SPICE when the metric is linked in.
+func DevRelevances(ctx context.Context, s *data.Split) ([]eval.Relevance, error) {
+	var out []eval.Relevance
+	metrics := []eval.Metric{eval.RougeLMetric{}}
+	if sp, err := eval.LookupMetric("spice"); err == nil {
+		metrics = append(metrics, sp)
+	}
+	nImg, nCap := s.NumImages(), s.NumCaptions()
+	for _, mt := range metrics {
+		sc, err := mt.Prepare(ctx, s.Captions, s.CapsPerImage)
+		if err != nil {
+			return nil, fmt.Errorf("relevance %s: %w", mt.Name(), err)
+		}
+		m := eval.NewMatrix(nCap, nImg)
+		for i := 0; i < nCap; i++ {
+			row := m.Row(i)
+			for j := range row {
+				row[j] = sc.Score(i, j)
+			}
+		}
+		out = append(out, eval.Relevance{Name: mt.Name(), Matrix: m})
+	}
+	return out, nil
+}
+
+func newValidator(ctx context.Context, m *model.Model, dev *data.Split, dir string, maxImages int) (*validator, error) {
+	if maxImages <= 0 {
+		maxImages = 1000
+	}
+	s := dev
+	if dev.NumImages() > maxImages {
+		s = dev.Slice(0, maxImages)
+	}
+	rel, err := DevRelevances(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	g, err := data.LoadGrounding(dir, "dev")
+	if err != nil {
+		return nil, err
+	}
+	if len(g) > s.NumCaptions() {
+		g = g[:s.NumCaptions()]
+	}
+	v := &validator{m: m, split: s, rel: rel, grounding: g, ndcgKey: rel[len(rel)-1].Name}
+	slog.Info("validation set", "images", s.NumImages(), "captions", s.NumCaptions(), "relevance", v.ndcgKey, "grounded_captions", len(g))
+	return v, nil
+}
+
+// run evaluates the model's current weights.
+func (v *validator) run(ctx context.Context) (Record, error) {
+	res, err := Evaluate(ctx, v.m, v.split, v.rel, v.grounding)
+	if err != nil {
+		return Record{}, err
+	}
+	return res, nil
+}
+
+// ndcgScore is the quantity the best-NDCG checkpoint maximises: the sum of
+// both directions' NDCG for the chosen relevance.
+func (v *validator) ndcgScore(r Record) float64 {
+	return r.NDCG[v.ndcgKey+"/i2t"] + r.NDCG[v.ndcgKey+"/t2i"]
+}
+
+// Evaluate encodes a split with m and returns its metrics as a Record.
+func Evaluate(ctx context.Context, m *model.Model, s *data.Split, rel []eval.Relevance, grounding []data.Grounding) (Record, error) {
+	imgs, err := m.EncodeRegions(ctx, s.Images)
+	if err != nil {
+		return Record{}, err
+	}
+	txts, batches, err := m.EncodeCaptions(ctx, s.Captions)
+	if err != nil {
+		return Record{}, err
+	}
+	sims, err := model.ScoreMatrix(ctx, imgs, txts, m.ScoreMode())
+	if err != nil {
+		return Record{}, err
+	}
+	rep, err := eval.Evaluate(&eval.Matrix{Rows: imgs.N, Cols: txts.N, Data: sims}, eval.Options{CaptionsPerImage: s.CapsPerImage, Relevances: rel})
+	if err != nil {
+		return Record{}, err
+	}
+	mt := rep.Metrics
+	r := Record{
+		R1I2T: mt.I2T.R1, R5I2T: mt.I2T.R5, R10I2T: mt.I2T.R10,
+		R1T2I: mt.T2I.R1, R5T2I: mt.T2I.R5, R10T2I: mt.T2I.R10, RSum: mt.RSum,
+		NDCG: map[string]float64{},
+	}
+	for name, nd := range mt.NDCG {
+		r.NDCG[name+"/i2t"], r.NDCG[name+"/t2i"] = nd.I2T, nd.T2I
+	}
+	if len(grounding) > 0 {
+		acc, n, err := eval.AlignmentAccuracy(model.AlignmentItems(imgs, txts, grounding, batches))
+		if err != nil {
+			return Record{}, err
+		}
+		r.AlignAcc, r.AlignN = acc, n
+	}
+	return r, nil
+}
