@@ -105,6 +105,12 @@ type TrainingConfig struct {
 	BERTLR       float64 `yaml:"bert-lr"`
 	GradClip     float64 `yaml:"grad-clip"`
 	MaxViolation bool    `yaml:"max-violation"`
+	// MaxViolationAfter trains with the sum over negatives for this many
+	// iterations before switching to the hardest negative (as VSE-infinity's
+	// warm-up): from random weights the hardest-negative loss tends to
+	// collapse every embedding onto one point. 0 uses MaxViolation from the
+	// start, as the papers do from pretrained encoders.
+	MaxViolationAfter int `yaml:"max-violation-after"`
 	// LossType is "alignment" (TERAN), "matching" (TERN) or
 	// "matching+alignment" (TERN w. Align, uncertainty-weighted).
 	LossType string `yaml:"loss-type"`

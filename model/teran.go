@@ -250,17 +250,19 @@ func AlignmentSimilarity(tp *tensor.Tape, img, txt *Embedded, mode string) *tens
 }
 
 // Loss is the training objective for a batch of B matching (image, caption)
-// pairs: image i matches caption i.
-func (m *Model) Loss(tp *tensor.Tape, img, txt *Embedded) *tensor.Tensor {
+// pairs: image i matches caption i. iter is the training iteration (for
+// the max-violation warm-up).
+func (m *Model) Loss(tp *tensor.Tape, img, txt *Embedded, iter int) *tensor.Tensor {
 	tc := m.Cfg.Training
+	mv := tc.MaxViolation && iter >= tc.MaxViolationAfter
 	switch tc.LossType {
 	case "matching":
-		return ContrastiveLoss(tp, GlobalSimilarity(tp, img, txt), tc.Margin, tc.MaxViolation)
+		return ContrastiveLoss(tp, GlobalSimilarity(tp, img, txt), tc.Margin, mv)
 	case "matching+alignment":
-		lm := ContrastiveLoss(tp, GlobalSimilarity(tp, img, txt), tc.Margin, tc.MaxViolation)
-		la := ContrastiveLoss(tp, AlignmentSimilarity(tp, img, txt, tc.AlignmentMode), tc.Margin, tc.MaxViolation)
+		lm := ContrastiveLoss(tp, GlobalSimilarity(tp, img, txt), tc.Margin, mv)
+		la := ContrastiveLoss(tp, AlignmentSimilarity(tp, img, txt, tc.AlignmentMode), tc.Margin, mv)
 		return UncertaintyWeighted(tp, m.LogVars, lm, la)
 	default:
-		return ContrastiveLoss(tp, AlignmentSimilarity(tp, img, txt, tc.AlignmentMode), tc.Margin, tc.MaxViolation)
+		return ContrastiveLoss(tp, AlignmentSimilarity(tp, img, txt, tc.AlignmentMode), tc.Margin, mv)
 	}
 }

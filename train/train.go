@@ -316,7 +316,7 @@ func step(tp *tensor.Tape, m *model.Model, s *data.Split, caps []int, tc model.T
 	err = tensor.Try(func() {
 		img := m.EncodeImages(tp, im)
 		txt := m.EncodeTexts(tp, tx)
-		l := m.Loss(tp, img, txt)
+		l := m.Loss(tp, img, txt, iter)
 		tp.Backward(l)
 		loss = float64(l.Item())
 	})

@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/xmr-project/xmr/data"
@@ -21,32 +20,6 @@ type validator struct {
 	ndcgKey   string // relevance whose NDCG picks the best checkpoint
 }
 
-// DevRelevances computes the caption x image relevance matrices of split for
-// NDCG: ROUGE-L always, SPICE when the metric is linked in.
-func DevRelevances(ctx context.Context, s *data.Split) ([]eval.Relevance, error) {
-	var out []eval.Relevance
-	metrics := []eval.Metric{eval.RougeLMetric{}}
-	if sp, err := eval.LookupMetric("spice"); err == nil {
-		metrics = append(metrics, sp)
-	}
-	nImg, nCap := s.NumImages(), s.NumCaptions()
-	for _, mt := range metrics {
-		sc, err := mt.Prepare(ctx, s.Captions, s.CapsPerImage)
-		if err != nil {
-			return nil, fmt.Errorf("relevance %s: %w", mt.Name(), err)
-		}
-		m := eval.NewMatrix(nCap, nImg)
-		for i := 0; i < nCap; i++ {
-			row := m.Row(i)
-			for j := range row {
-				row[j] = sc.Score(i, j)
-			}
-		}
-		out = append(out, eval.Relevance{Name: mt.Name(), Matrix: m})
-	}
-	return out, nil
-}
-
 func newValidator(ctx context.Context, m *model.Model, dev *data.Split, dir string, maxImages int) (*validator, error) {
 	if maxImages <= 0 {
 		maxImages = 1000
@@ -55,7 +28,7 @@ func newValidator(ctx context.Context, m *model.Model, dev *data.Split, dir stri
 	if dev.NumImages() > maxImages {
 		s = dev.Slice(0, maxImages)
 	}
-	rel, err := DevRelevances(ctx, s)
+	rel, err := eval.RelevanceMatrices(ctx, s.Captions, s.CapsPerImage)
 	if err != nil {
 		return nil, err
 	}
