@@ -1,0 +1,457 @@
+package data
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// PrecompOptions tunes LoadPrecomp. The zero value (and nil) gives the
+// defaults.
+type PrecompOptions struct {
+	// NoMmap reads the features into memory instead of mapping the file.
+	NoMmap bool
+	// SkipFiniteCheck skips the scan of the features for NaN and Inf.
+	SkipFiniteCheck bool
+	// CapsPerImage is the number of captions per image; 0 means 5.
+	CapsPerImage int
+}
+
+// Precomp file names for a split; see docs/formats.md.
+const (
+	precompIms      = "_ims.npy"
+	precompCaps     = "_caps.txt"
+	precompBoxes    = "_boxes.npy"
+	precompSizes    = "_sizes.npy"
+	precompNRegions = "_nregions.npy"
+	precompIDs      = "_ids.txt"
+)
+
+// LoadPrecomp loads split (e.g. "test") from a VSE++/SCAN precomp
+// directory: {split}_ims.npy, float32 (N,R,D) region or (N,D) global
+// features, memory-mapped when possible, and {split}_caps.txt, one caption
+// per line, CapsPerImage consecutive lines per image. When the feature file
+// has one row per caption (SCAN's duplicated layout), every CapsPerImage-th
+// row is kept.
+//
+// The optional xmr files beside them are read when present:
+// {split}_boxes.npy (N,R,4) pixel boxes, normalised on load by
+// {split}_sizes.npy (N,2) widths and heights; {split}_nregions.npy (N,)
+// valid regions per image; {split}_ids.txt one image id per line.
+//
+// The features are checked for NaN and Inf unless opt.SkipFiniteCheck.
+// Close the returned split to release the mapping.
+func LoadPrecomp(dir, split string, opt *PrecompOptions) (s *Split, err error) {
+	var o PrecompOptions
+	if opt != nil {
+		o = *opt
+	}
+	k := o.CapsPerImage
+	if k == 0 {
+		k = DefaultCapsPerImage
+	}
+	if k < 0 {
+		return nil, fmt.Errorf("load precomp %s: CapsPerImage %d", split, k)
+	}
+	base := filepath.Join(dir, split)
+	capsPath, imsPath := base+precompCaps, base+precompIms
+
+	caps, err := readLines(capsPath)
+	if err != nil {
+		return nil, err
+	}
+	if len(caps)%k != 0 {
+		return nil, fmt.Errorf("read %s: has %d lines, not a multiple of %d captions per image", capsPath, len(caps), k)
+	}
+	nimg := len(caps) / k
+
+	nf, err := openNPY(imsPath)
+	if err != nil {
+		return nil, err
+	}
+	defer nf.close()
+	h := &nf.h
+	var rows, R, D int
+	global := false
+	switch len(h.shape) {
+	case 2:
+		rows, R, D, global = h.shape[0], 1, h.shape[1], true
+	case 3:
+		rows, R, D = h.shape[0], h.shape[1], h.shape[2]
+	default:
+		return nil, fmt.Errorf("read %s: shape %s: want (N,R,D) region or (N,D) global features", imsPath, shapeString(h.shape))
+	}
+	if h.dtype.kind != 'f' {
+		return nil, fmt.Errorf("read %s: dtype %s (%s): features must be float16, float32 or float64", imsPath, h.dtype.str, h.dtype.name())
+	}
+	dup := false // SCAN's layout: one (repeated) feature row per caption
+	switch {
+	case rows == nimg:
+	case rows == len(caps) && k > 1:
+		dup = true
+	default:
+		return nil, fmt.Errorf("read %s: %d images need %d captions (%d per image), %s has %d lines",
+			imsPath, rows, rows*k, k, filepath.Base(capsPath), len(caps))
+	}
+
+	feat, m, err := nf.float32s(!o.NoMmap && !dup)
+	if err != nil {
+		return nil, err
+	}
+	g := &Regions{N: rows, R: R, D: D, Feat: feat, m: m}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	if dup {
+		row := R * D
+		for j := 1; j < k && row > 0; j++ {
+			if !slices.Equal(feat[:row], feat[j*row:(j+1)*row]) {
+				return nil, fmt.Errorf("read %s: %d feature rows for %d captions, but rows 0 and %d differ: not SCAN's one-row-per-caption layout", imsPath, rows, len(caps), j)
+			}
+		}
+		g.Feat = everyKth(feat, row, k)
+		g.N = nimg
+	}
+
+	s = &Split{Name: split, Images: g, Global: global, Captions: caps, CapsPerImage: k}
+	// pick keeps one row per image of an extension file whose rows follow
+	// the feature file.
+	pick := func(path string, n int) (int, error) {
+		switch {
+		case n == nimg:
+			return 1, nil
+		case dup && n == rows:
+			return k, nil
+		}
+		return 0, fmt.Errorf("read %s: %d rows for %d images", path, n, nimg)
+	}
+
+	if err := loadPrecompIDs(s, base+precompIDs, pick); err != nil {
+		return nil, err
+	}
+	if err := loadPrecompCounts(s, base+precompNRegions, pick); err != nil {
+		return nil, err
+	}
+	if err := loadPrecompSizes(s, base+precompSizes, pick); err != nil {
+		return nil, err
+	}
+	if err := loadPrecompBoxes(s, base+precompBoxes, base+precompSizes, pick); err != nil {
+		return nil, err
+	}
+	if !o.SkipFiniteCheck {
+		if err := checkFinite(g, global); err != nil {
+			return nil, fmt.Errorf("read %s: %w", imsPath, err)
+		}
+	}
+	return s, nil
+}
+
+// unwrapPathErr drops the *fs.PathError wrapper (which repeats the path).
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+// everyKth returns a copy of rows 0, k, 2k, ... of data, rows of row
+// elements each.
+func everyKth(data []float32, row, k int) []float32 {
+	n := len(data) / row / k
+	out := make([]float32, n*row)
+	for i := range n {
+		copy(out[i*row:(i+1)*row], data[i*k*row:])
+	}
+	return out
+}
+
+// exists reports whether path exists; errors other than not-exist are
+// returned.
+func exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}
+
+// pickFunc returns the row step that keeps one row per image of an
+// extension file with n rows, or an error naming path.
+type pickFunc func(path string, n int) (int, error)
+
+func loadPrecompIDs(s *Split, path string, pick pickFunc) error {
+	if ok, err := exists(path); !ok {
+		return err
+	}
+	ids, err := readLines(path)
+	if err != nil {
+		return err
+	}
+	step, err := pick(path, len(ids))
+	if err != nil {
+		return err
+	}
+	s.ImageIDs = make([]string, s.Images.N)
+	for i := range s.ImageIDs {
+		s.ImageIDs[i] = strings.TrimSpace(ids[i*step])
+	}
+	return nil
+}
+
+func loadPrecompCounts(s *Split, path string, pick pickFunc) error {
+	g := s.Images
+	g.Count = make([]int, g.N)
+	if ok, err := exists(path); !ok {
+		for i := range g.Count {
+			g.Count[i] = g.R
+		}
+		return err
+	}
+	v, shape, err := readNPYInts(path)
+	if err != nil {
+		return err
+	}
+	if len(shape) != 1 {
+		return fmt.Errorf("read %s: shape %s: want (N,)", path, shapeString(shape))
+	}
+	step, err := pick(path, shape[0])
+	if err != nil {
+		return err
+	}
+	for i := range g.Count {
+		c := v[i*step]
+		if c < 0 || c > g.R {
+			return fmt.Errorf("read %s: image %d has %d valid regions, outside [0,%d]", path, i, c, g.R)
+		}
+		g.Count[i] = c
+	}
+	return nil
+}
+
+func loadPrecompSizes(s *Split, path string, pick pickFunc) error {
+	if ok, err := exists(path); !ok {
+		return err
+	}
+	v, shape, err := readNPYFloat32(path)
+	if err != nil {
+		return err
+	}
+	if len(shape) != 2 || shape[1] != 2 {
+		return fmt.Errorf("read %s: shape %s: want (N,2) width, height", path, shapeString(shape))
+	}
+	step, err := pick(path, shape[0])
+	if err != nil {
+		return err
+	}
+	s.Sizes = make([][2]float32, s.Images.N)
+	for i := range s.Sizes {
+		w, h := v[2*i*step], v[2*i*step+1]
+		if !(w > 0 && h > 0) || !isFinite32(w) || !isFinite32(h) {
+			return fmt.Errorf("read %s: image %d has size %v x %v", path, i, w, h)
+		}
+		s.Sizes[i] = [2]float32{w, h}
+	}
+	return nil
+}
+
+func loadPrecompBoxes(s *Split, path, sizesPath string, pick pickFunc) error {
+	if ok, err := exists(path); !ok {
+		return err
+	}
+	g := s.Images
+	if s.Global {
+		return fmt.Errorf("read %s: boxes given for global (N,D) features", path)
+	}
+	v, shape, err := readNPYFloat32(path)
+	if err != nil {
+		return err
+	}
+	if len(shape) != 3 || shape[1] != g.R || shape[2] != 4 {
+		return fmt.Errorf("read %s: shape %s: want (N,%d,4)", path, shapeString(shape), g.R)
+	}
+	step, err := pick(path, shape[0])
+	if err != nil {
+		return err
+	}
+	g.Boxes = make([]float32, g.N*g.R*4)
+	for i := 0; i < g.N; i++ {
+		src := v[i*step*g.R*4:]
+		for r := 0; r < g.Count[i]; r++ {
+			b := src[r*4 : r*4+4]
+			for c, x := range b {
+				if !isFinite32(x) {
+					return fmt.Errorf("read %s: image %d region %d coordinate %d is %v", path, i, r, c, x)
+				}
+				if s.Sizes != nil {
+					x /= s.Sizes[i][c%2]
+				} else if x < 0 || x > 1 {
+					return fmt.Errorf("read %s: image %d region %d coordinate %d is %v: pixel boxes need %s to normalise them (or give boxes in [0,1])",
+						path, i, r, c, x, filepath.Base(sizesPath))
+				}
+				g.Boxes[(i*g.R+r)*4+c] = x
+			}
+		}
+	}
+	return nil
+}
+
+// readLines reads a text file as lines, without their "\n" or "\r\n"; a
+// final newline does not start an extra line, and a leading UTF-8 byte
+// order mark is dropped.
+func readLines(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
+	}
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	if len(b) == 0 {
+		return nil, nil
+	}
+	all := string(b)
+	all = strings.TrimSuffix(all, "\n")
+	lines := strings.Split(all, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSuffix(l, "\r")
+	}
+	return lines, nil
+}
+
+// WritePrecomp writes s to dir in the precomp layout LoadPrecomp reads,
+// each file atomically: {name}_ims.npy ((N,R,D) float32, or (N,D) when
+// s.Global), {name}_caps.txt, and when s has them {name}_boxes.npy (pixel
+// boxes when s.Sizes is set, else the normalised ones), {name}_sizes.npy,
+// {name}_nregions.npy (int32, written when some image has fewer than R
+// valid regions) and {name}_ids.txt. Optional files s lacks are removed,
+// so that stale ones from an earlier write are not read back. Captions and
+// ids must not contain line breaks.
+func WritePrecomp(dir string, s *Split) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("write precomp to %s: %w", dir, err)
+	}
+	if s.Name == "" || strings.ContainsAny(s.Name, `/\`) {
+		return fmt.Errorf("write precomp to %s: bad split name %q", dir, s.Name)
+	}
+	g := s.Images
+	base := filepath.Join(dir, s.Name)
+	if err := checkNoBreaks(base+precompCaps, "caption", s.Captions); err != nil {
+		return err
+	}
+	if err := checkNoBreaks(base+precompIDs, "image id", s.ImageIDs); err != nil {
+		return err
+	}
+	if err := writeLines(base+precompCaps, s.Captions); err != nil {
+		return err
+	}
+	var err error
+	if s.ImageIDs != nil {
+		err = writeLines(base+precompIDs, s.ImageIDs)
+	} else {
+		err = removeIfExists(base + precompIDs)
+	}
+	if err != nil {
+		return err
+	}
+
+	if s.Sizes != nil {
+		v := make([]float32, 0, 2*g.N)
+		for _, wh := range s.Sizes {
+			v = append(v, wh[0], wh[1])
+		}
+		err = WriteNPY(base+precompSizes, []int{g.N, 2}, v)
+	} else {
+		err = removeIfExists(base + precompSizes)
+	}
+	if err != nil {
+		return err
+	}
+
+	padded := false
+	for i := 0; i < g.N && g.Count != nil; i++ {
+		padded = padded || g.Count[i] != g.R
+	}
+	if padded {
+		v := make([]int32, g.N)
+		for i, c := range g.Count {
+			v[i] = int32(c)
+		}
+		err = WriteNPYInt32(base+precompNRegions, []int{g.N}, v)
+	} else {
+		err = removeIfExists(base + precompNRegions)
+	}
+	if err != nil {
+		return err
+	}
+
+	if g.Boxes != nil {
+		v := make([]float32, len(g.Boxes))
+		for i := 0; i < g.N; i++ {
+			for r := 0; r < g.NumRegions(i); r++ {
+				for c := range 4 {
+					j := (i*g.R+r)*4 + c
+					v[j] = g.Boxes[j]
+					if s.Sizes != nil {
+						v[j] *= s.Sizes[i][c%2]
+					}
+				}
+			}
+		}
+		err = WriteNPY(base+precompBoxes, []int{g.N, g.R, 4}, v)
+	} else {
+		err = removeIfExists(base + precompBoxes)
+	}
+	if err != nil {
+		return err
+	}
+
+	shape := []int{g.N, g.R, g.D}
+	if s.Global {
+		shape = []int{g.N, g.D}
+	}
+	return WriteNPY(base+precompIms, shape, g.Feat)
+}
+
+// checkNoBreaks refuses lines that would split in a line-per-record file.
+func checkNoBreaks(path, what string, lines []string) error {
+	for i, l := range lines {
+		if strings.ContainsAny(l, "\r\n") {
+			return fmt.Errorf("write %s: %s %d contains a line break", path, what, i)
+		}
+	}
+	return nil
+}
+
+// writeLines writes lines to path atomically, each ended by "\n".
+func writeLines(path string, lines []string) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		for _, l := range lines {
+			if _, err := io.WriteString(w, l); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// removeIfExists removes path if it exists.
+func removeIfExists(path string) error {
+	err := os.Remove(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,351 @@
+package wordnet
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Synset offsets of the roots of the animate flag in data.noun (WordNet 3.0).
+const (
+	personOffset = 7846  // person.n.01
+	animalOffset = 15388 // animal.n.01
+)
+
+// posFiles maps a POS to the suffix of its index, data and exception files.
+var posFiles = [NumPOS]string{Noun: "noun", Verb: "verb", Adj: "adj", Adv: "adv"}
+
+// FindDict returns the first directory among the usual places that holds a
+// WordNet dictionary (a file index.noun): dir itself when not empty, then
+// /usr/share/wordnet, /usr/share/wordnet/dict, /usr/local/WordNet-3.0/dict.
+func FindDict(dir string) (string, error) {
+	cands := []string{"/usr/share/wordnet", "/usr/share/wordnet/dict", "/usr/local/WordNet-3.0/dict", "/usr/local/share/wordnet"}
+	if dir != "" {
+		cands = []string{dir, filepath.Join(dir, "dict")}
+	}
+	for _, c := range cands {
+		if st, err := os.Stat(filepath.Join(c, "index.noun")); err == nil && !st.IsDir() {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("wordnet: no dictionary (index.noun) in %s", strings.Join(cands, ", "))
+}
+
+// Parse reads a WordNet 3.0 dictionary directory: index.{noun,verb,adj,adv}
+// and {noun,verb,adj,adv}.exc are required; cntlist.rev (frequencies) and
+// data.noun (the animate flag) are used when present.
+func Parse(dir string) (*DB, error) {
+	type rawSense struct {
+		lemma string
+		pos   POS
+		offs  []uint32
+	}
+	var raw []rawSense
+	offsets := [NumPOS]map[uint32]bool{}
+	for p := Noun; p < NumPOS; p++ {
+		offsets[p] = map[uint32]bool{}
+		path := filepath.Join(dir, "index."+posFiles[p])
+		err := eachLine(path, func(line string) error {
+			if strings.HasPrefix(line, " ") || line == "" {
+				return nil // licence header
+			}
+			f := strings.Fields(line)
+			if len(f) < 6 {
+				return fmt.Errorf("short line %q", line)
+			}
+			nSyn, err1 := strconv.Atoi(f[2])
+			nPtr, err2 := strconv.Atoi(f[3])
+			if err1 != nil || err2 != nil || nSyn <= 0 || 4+nPtr+2+nSyn != len(f) {
+				return fmt.Errorf("bad line %q", line)
+			}
+			offs := make([]uint32, nSyn)
+			for i, s := range f[len(f)-nSyn:] {
+				v, err := strconv.ParseUint(s, 10, 32)
+				if err != nil {
+					return fmt.Errorf("bad offset in %q", line)
+				}
+				offs[i] = uint32(v)
+				offsets[p][uint32(v)] = true
+			}
+			raw = append(raw, rawSense{lemma: f[0], pos: p, offs: offs})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("wordnet: %w", err)
+		}
+	}
+	// Dense synset ids in (POS, offset) order.
+	ids := [NumPOS]map[uint32]int32{}
+	next := int32(0)
+	for p := Noun; p < NumPOS; p++ {
+		list := make([]uint32, 0, len(offsets[p]))
+		for o := range offsets[p] {
+			list = append(list, o)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i] < list[j] })
+		ids[p] = make(map[uint32]int32, len(list))
+		for _, o := range list {
+			ids[p][o] = next
+			next++
+		}
+	}
+
+	b := newBuilder()
+	b.nSynsets = int(next)
+	for _, r := range raw {
+		ss := make([]int32, len(r.offs))
+		for i, o := range r.offs {
+			ss[i] = ids[r.pos][o]
+		}
+		b.add(r.lemma, r.pos, ss)
+	}
+
+	// Frequencies: cntlist.rev lines are "lemma%ss_type:... sense_number tag_cnt".
+	err := eachLine(filepath.Join(dir, "cntlist.rev"), func(line string) error {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil
+		}
+		pct := strings.IndexByte(f[0], '%')
+		if pct <= 0 || pct+1 >= len(f[0]) {
+			return nil
+		}
+		lemma := strings.ToLower(f[0][:pct])
+		var p POS
+		switch f[0][pct+1] {
+		case '1':
+			p = Noun
+		case '2':
+			p = Verb
+		case '3', '5':
+			p = Adj
+		case '4':
+			p = Adv
+		default:
+			return nil
+		}
+		n, err := strconv.Atoi(f[2])
+		if err != nil {
+			return nil
+		}
+		b.addFreq(lemma, p, n)
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("wordnet: %w", err)
+	}
+
+	// Animate flag from the noun hypernym graph.
+	hyper := map[uint32][]uint32{}
+	err = eachLine(filepath.Join(dir, "data.noun"), func(line string) error {
+		if strings.HasPrefix(line, " ") || line == "" {
+			return nil
+		}
+		if bar := strings.Index(line, " | "); bar >= 0 {
+			line = line[:bar]
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			return fmt.Errorf("short data line %q", line)
+		}
+		off, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil {
+			return fmt.Errorf("bad data line %q", line)
+		}
+		wcnt, err := strconv.ParseUint(f[3], 16, 32)
+		if err != nil {
+			return fmt.Errorf("bad data line %q", line)
+		}
+		k := 4 + 2*int(wcnt)
+		if k >= len(f) {
+			return fmt.Errorf("bad data line %q", line)
+		}
+		pcnt, err := strconv.Atoi(f[k])
+		if err != nil || k+1+4*pcnt > len(f) {
+			return fmt.Errorf("bad data line %q", line)
+		}
+		for i := 0; i < pcnt; i++ {
+			sym, tgt, tpos := f[k+1+4*i], f[k+2+4*i], f[k+3+4*i]
+			if (sym == "@" || sym == "@i") && tpos == "n" {
+				t, err := strconv.ParseUint(tgt, 10, 32)
+				if err == nil {
+					hyper[uint32(off)] = append(hyper[uint32(off)], uint32(t))
+				}
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		memo := map[uint32]bool{}
+		var animate func(o uint32, depth int) bool
+		animate = func(o uint32, depth int) bool {
+			if o == personOffset || o == animalOffset {
+				return true
+			}
+			if v, ok := memo[o]; ok {
+				return v
+			}
+			memo[o] = false // cycle guard
+			v := false
+			if depth < 64 {
+				for _, h := range hyper[o] {
+					if animate(h, depth+1) {
+						v = true
+						break
+					}
+				}
+			}
+			memo[o] = v
+			return v
+		}
+		// A noun is animate when its first sense is, provided that sense
+		// order means something: the lemma was seen in the tagged corpus, or
+		// most of its senses are animate (skateboarder, but not hot_dog,
+		// whose untagged first sense is a show-off).
+		for _, r := range raw {
+			if r.pos != Noun || !animate(r.offs[0], 0) {
+				continue
+			}
+			n := 0
+			for _, o := range r.offs {
+				if animate(o, 0) {
+					n++
+				}
+			}
+			if b.data[r.lemma].freq[Noun] > 0 || 2*n > len(r.offs) {
+				b.flag(r.lemma, FlagAnimate)
+			}
+		}
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("wordnet: %w", err)
+	}
+
+	for p := Noun; p < NumPOS; p++ {
+		err := eachLine(filepath.Join(dir, posFiles[p]+".exc"), func(line string) error {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				return nil
+			}
+			b.addExc(p, f[0], f[1:])
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("wordnet: %w", err)
+		}
+	}
+	return b.build(), nil
+}
+
+func eachLine(path string, fn func(string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<16)
+	n := 0
+	for {
+		line, err := r.ReadString('\n')
+		if len(line) > 0 {
+			n++
+			if e := fn(strings.TrimRight(line, "\r\n")); e != nil {
+				return fmt.Errorf("%s:%d: %w", path, n, e)
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+}
+
+// builder accumulates lemma data before the DB's flat arrays are laid out.
+type builder struct {
+	nSynsets int
+	data     map[string]*bEntry
+	exc      [NumPOS]map[string][]string
+}
+
+type bEntry struct {
+	senses [NumPOS][]int32
+	freq   [NumPOS]uint32
+	mask   uint8
+}
+
+func newBuilder() *builder {
+	b := &builder{data: map[string]*bEntry{}}
+	for p := range b.exc {
+		b.exc[p] = map[string][]string{}
+	}
+	return b
+}
+
+func (b *builder) get(lemma string) *bEntry {
+	e := b.data[lemma]
+	if e == nil {
+		e = &bEntry{}
+		b.data[lemma] = e
+	}
+	return e
+}
+
+func (b *builder) add(lemma string, p POS, senses []int32) {
+	e := b.get(lemma)
+	e.senses[p] = senses
+	e.mask |= 1 << p
+}
+
+// addFreq adds to an existing (lemma, p) only: cntlist.rev also lists
+// lemmas whose case differs from the index.
+func (b *builder) addFreq(lemma string, p POS, n int) {
+	e := b.data[lemma]
+	if e == nil || e.mask&(1<<p) == 0 || n <= 0 {
+		return
+	}
+	e.freq[p] += uint32(n)
+}
+
+func (b *builder) flag(lemma string, f uint8) {
+	if e := b.data[lemma]; e != nil {
+		e.mask |= f
+	}
+}
+
+func (b *builder) addExc(p POS, word string, bases []string) {
+	b.exc[p][word] = append(b.exc[p][word], bases...)
+}
+
+func (b *builder) build() *DB {
+	db := &DB{nSynsets: b.nSynsets, index: make(map[string]int32, len(b.data))}
+	db.lemmas = make([]string, 0, len(b.data))
+	for l := range b.data {
+		db.lemmas = append(db.lemmas, l)
+	}
+	sort.Strings(db.lemmas)
+	db.entries = make([]entry, len(db.lemmas))
+	for i, l := range db.lemmas {
+		be := b.data[l]
+		e := &db.entries[i]
+		e.mask = be.mask
+		e.freq = be.freq
+		for p := Noun; p < NumPOS; p++ {
+			e.start[p] = uint32(len(db.senses))
+			e.n[p] = uint16(len(be.senses[p]))
+			db.senses = append(db.senses, be.senses[p]...)
+		}
+		db.index[l] = int32(i)
+	}
+	db.exc = b.exc
+	return db
+}

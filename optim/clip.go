@@ -1,0 +1,59 @@
+package optim
+
+import (
+	"math"
+
+	"github.com/xmr-project/xmr/tensor"
+)
+
+// GradNorm returns the L2 norm of all the parameters' gradients taken as one
+// vector, accumulated in float64. Parameters without a gradient are skipped.
+func GradNorm(params []*tensor.Tensor) float64 {
+	var jobs []job
+	for i, p := range params {
+		jobs = appendChunks(jobs, i, len(p.Grad))
+	}
+	sums := make([]float64, len(jobs))
+	runJobs(len(jobs), func(k int) {
+		j := jobs[k]
+		var s float64
+		for _, g := range params[j.p].Grad[j.lo:j.hi] {
+			s += float64(g) * float64(g)
+		}
+		sums[k] = s
+	})
+	var total float64
+	for _, s := range sums {
+		total += s
+	}
+	return math.Sqrt(total)
+}
+
+// ClipGradNorm scales the gradients of params so that their joint L2 norm is
+// at most maxNorm, as torch.nn.utils.clip_grad_norm_: when the norm exceeds
+// maxNorm every gradient is multiplied by maxNorm/(norm+1e-6). It returns the
+// norm before clipping. A non-finite norm, or maxNorm <= 0, leaves the
+// gradients unchanged (the caller decides what to do with a NaN).
+func ClipGradNorm(params []*tensor.Tensor, maxNorm float64) (totalNorm float64) {
+	totalNorm = GradNorm(params)
+	if !(maxNorm > 0) || math.IsNaN(totalNorm) || math.IsInf(totalNorm, 0) {
+		return totalNorm
+	}
+	coef := maxNorm / (totalNorm + 1e-6)
+	if coef >= 1 {
+		return totalNorm
+	}
+	c := float32(coef)
+	var jobs []job
+	for i, p := range params {
+		jobs = appendChunks(jobs, i, len(p.Grad))
+	}
+	runJobs(len(jobs), func(k int) {
+		j := jobs[k]
+		g := params[j.p].Grad[j.lo:j.hi]
+		for i := range g {
+			g[i] *= c
+		}
+	})
+	return totalNorm
+}
