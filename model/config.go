@@ -9,11 +9,15 @@ package model
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/xmr-project/xmr/configs"
 )
 
 // Config is a whole model and training configuration, as in the official
@@ -144,12 +148,18 @@ func Default() Config {
 	}
 }
 
-// LoadConfig reads a YAML config; keys it does not set keep Default's
-// values. Unknown keys are an error naming the file and line.
+// LoadConfig reads a YAML config file, or when no such file exists, the
+// built-in config of that name (see package configs: "teran-mrsw-small");
+// keys it does not set keep Default's values. Unknown keys are an error
+// naming the file and line.
 func LoadConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Config{}, fmt.Errorf("read config: %w", err)
+		builtin, ok := configs.Lookup(filepath.Base(path))
+		if !ok || !errors.Is(err, os.ErrNotExist) {
+			return Config{}, fmt.Errorf("read config: %w (built-in configs: %s)", err, strings.Join(configs.Names(), ", "))
+		}
+		b = builtin
 	}
 	c, err := ParseConfig(b)
 	if err != nil {

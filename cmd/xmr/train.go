@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/xmr-project/xmr/model"
@@ -19,6 +20,7 @@ var trainFlags struct {
 	resume     bool
 	maxIters   int
 	valImages  int
+	cpuProfile string
 }
 
 func init() {
@@ -42,6 +44,7 @@ curves.png and config.yaml.`,
 			fs.BoolVar(&trainFlags.resume, "resume", false, "continue from OUT/last.safetensors")
 			fs.IntVar(&trainFlags.maxIters, "max-iters", 0, "stop after this many iterations (0: the configured epochs)")
 			fs.IntVar(&trainFlags.valImages, "val-images", 1000, "dev images used for validation")
+			fs.StringVar(&trainFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
 		},
 		run: runTrain,
 	})
@@ -54,6 +57,17 @@ func runTrain(ctx context.Context, args []string) error {
 	f := trainFlags
 	if f.out == "" {
 		return usageErrorf("--out is required")
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var cfg model.Config
 	switch {

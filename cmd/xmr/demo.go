@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"image"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/synth"
+	"github.com/xmr-project/xmr/text"
+	"github.com/xmr-project/xmr/train"
+	"github.com/xmr-project/xmr/viz"
+)
+
+var demoFlags struct {
+	dir        string
+	n          int
+	timeBudget time.Duration
+	config     string
+	retrain    bool
+}
+
+func init() {
+	register(&command{
+		name:    "demo",
+		summary: "the whole job on the built-in synthetic world: generate, train TERAN, evaluate, show alignments",
+		usage:   "[flags]",
+		examples: `  xmr demo                          # about 6 minutes on 2 cores; writes ./xmr-demo
+  xmr demo --time-budget 15m        # train longer for better recall
+  xmr demo --config tern-small      # the same with TERN
+
+It generates a synthetic world (shapes with captions and ground truth) in
+DIR/world, trains a small model in DIR/run, evaluates it on the test split
+with the papers' metrics, and draws DIR/alignment-*.png (each word's best
+region) and DIR/query-*.png (the top images for a caption).`,
+		setFlags: func(fs *flag.FlagSet) {
+			fs.StringVar(&demoFlags.dir, "dir", "xmr-demo", "working directory")
+			fs.IntVar(&demoFlags.n, "n", 6000, "images in the synthetic world")
+			fs.DurationVar(&demoFlags.timeBudget, "time-budget", 5*time.Minute, "training time")
+			fs.StringVar(&demoFlags.config, "config", "teran-mrsw-small", "model config (a file or a built-in name)")
+			fs.BoolVar(&demoFlags.retrain, "retrain", false, "train again even if DIR/run has a model")
+		},
+		run: runDemo,
+	})
+}
+
+func runDemo(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("unexpected arguments %v", args)
+	}
+	f := demoFlags
+	world := filepath.Join(f.dir, "world")
+	run := filepath.Join(f.dir, "run")
+	if _, err := os.Stat(filepath.Join(world, "world.json")); err != nil {
+		fmt.Printf("1/4 generating a synthetic world of %d images in %s\n", f.n, world)
+		if _, err := synth.Generate(ctx, world, synth.Config{N: f.n, Seed: 1, Dim: 256, Regions: 36, Progress: true}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Printf("1/4 using the synthetic world in %s\n", world)
+	}
+	best := filepath.Join(run, "best-rsum.safetensors")
+	if _, err := os.Stat(best); err != nil || f.retrain {
+		cfg, err := model.LoadConfig(f.config)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("2/4 training %s (%s) for %v in %s\n", f.config, cfg.Model.Name, f.timeBudget, run)
+		os.RemoveAll(run)
+		res, err := train.Run(ctx, train.Options{Config: cfg, Data: world, Out: run, TimeBudget: f.timeBudget, ValImages: 500})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("    %d iterations; training curves in %s\n", res.Iters, filepath.Join(run, "curves.png"))
+	} else {
+		fmt.Printf("2/4 using the model in %s (--retrain to train again)\n", run)
+	}
+
+	fmt.Printf("3/4 evaluating on the test split\n")
+	m, cf, err := model.Load(best)
+	if err != nil {
+		return err
+	}
+	cf.Close()
+	split, err := data.LoadPrecomp(world, "test", nil)
+	if err != nil {
+		return err
+	}
+	defer split.Close()
+	grounding, err := data.LoadGrounding(world, "test")
+	if err != nil {
+		return err
+	}
+	imgs, err := m.EncodeRegions(ctx, split.Images)
+	if err != nil {
+		return err
+	}
+	txts, batches, err := m.EncodeCaptions(ctx, split.Captions)
+	if err != nil {
+		return err
+	}
+	sims, err := model.ScoreMatrix(ctx, imgs, txts, m.ScoreMode())
+	if err != nil {
+		return err
+	}
+	rel, err := eval.RelevanceMatrices(ctx, split.Captions, split.CapsPerImage)
+	if err != nil {
+		return err
+	}
+	rep, err := eval.Evaluate(&eval.Matrix{Rows: imgs.N, Cols: txts.N, Data: sims}, eval.Options{CaptionsPerImage: split.CapsPerImage, Relevances: rel})
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteTable(os.Stdout); err != nil {
+		return err
+	}
+	if len(grounding) > 0 {
+		acc, n, err := eval.AlignmentAccuracy(model.AlignmentItems(imgs, txts, grounding, batches))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("word-region alignment accuracy: %.1f%% of %d grounded words (chance: about %.0f%%)\n", 100*acc, n, 100/float64(max(imgs.L-1, 1)))
+	}
+
+	fmt.Printf("4/4 drawing alignments and retrieval results in %s\n", f.dir)
+	var files []string
+	for k, c := range []int{0, 7, 13} {
+		if c >= split.NumCaptions() {
+			break
+		}
+		i := split.ImageOf(c)
+		img, err := loadImage(world, split, i)
+		if err != nil {
+			fmt.Printf("    (no PNG images to draw: %v)\n", err)
+			break
+		}
+		tb := batches[c/model.EncodeBatchSize]
+		row := c % model.EncodeBatchSize
+		words := alignedWords(split, imgs, txts, tb, row, c, i, grounding)
+		path := filepath.Join(f.dir, fmt.Sprintf("alignment-%d.png", k+1))
+		if err := viz.SavePNG(path, viz.AlignmentOverlay(img, split.Captions[c], words, 4)); err != nil {
+			return err
+		}
+		files = append(files, path)
+		// The caption's top 5 images.
+		top := topK(sims, imgs.N, txts.N, c, 5)
+		var cells []image.Image
+		var labels []string
+		var relevant []bool
+		for r, j := range top {
+			im, err := loadImage(world, split, j)
+			if err != nil {
+				return err
+			}
+			cells = append(cells, im)
+			labels = append(labels, fmt.Sprintf("#%d %.2f", r+1, sims[j*txts.N+c]))
+			relevant = append(relevant, j == i)
+		}
+		path = filepath.Join(f.dir, fmt.Sprintf("query-%d.png", k+1))
+		if err := viz.SavePNG(path, viz.ResultGrid(split.Captions[c], cells, labels, relevant, 2)); err != nil {
+			return err
+		}
+		files = append(files, path)
+	}
+	if len(files) > 0 {
+		fmt.Printf("    wrote %s\n", strings.Join(files, ", "))
+	}
+	fmt.Printf("\nNext: xmr eval --checkpoint %s --data %s --split testall --protocol 1k\n", best, world)
+	return nil
+}
+
+// loadImage reads the PNG of image i of a synthetic split.
+func loadImage(world string, s *data.Split, i int) (image.Image, error) {
+	var errs []error
+	for _, sub := range []string{s.Name, "testall"} {
+		img, err := viz.LoadPNG(filepath.Join(world, "images", sub, s.ID(i)+".png"))
+		if err == nil {
+			return img, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// topK returns the k images with the highest similarity to caption c.
+func topK(sims []float32, nImg, nCap, c, k int) []int {
+	idx := make([]int, nImg)
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return sims[idx[a]*nCap+c] > sims[idx[b]*nCap+c] })
+	return idx[:min(k, nImg)]
+}
+
+// alignedWords finds, for each content word of caption c, the region of
+// image i it aligns with best.
+func alignedWords(s *data.Split, imgs, txts *model.Bank, tb *text.Batch, row, c, i int, grounding []data.Grounding) []viz.WordRegion {
+	fields := strings.Fields(s.Captions[c])
+	scores := model.WordAlignments(imgs, txts, i, c)
+	truth := map[int][]int{}
+	if c < len(grounding) {
+		for _, w := range grounding[c].Words {
+			truth[w.Index] = w.Correct()
+		}
+	}
+	var out []viz.WordRegion
+	seen := map[int]bool{}
+	for t := 0; t < tb.Lens[row]; t++ {
+		w := int(tb.Words[row*tb.T+t])
+		if w < 0 || seen[w] || w >= len(fields) || text.IsStopWord(fields[w]) || !hasLetter(fields[w]) || txts.Mask[c*txts.L+t] == 0 {
+			continue
+		}
+		seen[w] = true
+		best, bs := -1, float32(-2)
+		for r := 1; r < imgs.L; r++ {
+			if imgs.Mask[i*imgs.L+r] == 0 {
+				continue
+			}
+			if v := scores[t*imgs.L+r]; v > bs {
+				best, bs = r, v
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		b5 := s.Images.Box5(i, best-1)
+		size := [2]float32{1, 1}
+		if s.Sizes != nil {
+			size = s.Sizes[i]
+		}
+		wr := viz.WordRegion{Word: fields[w], Score: bs, Box: [4]float32{b5[0] * size[0], b5[1] * size[1], b5[2] * size[0], b5[3] * size[1]}}
+		if corr, ok := truth[w]; ok {
+			right := false
+			for _, r := range corr {
+				right = right || r == best-1
+			}
+			wr.Correct = &right
+		}
+		out = append(out, wr)
+	}
+	return out
+}
+
+func hasLetter(s string) bool {
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return true
+		}
+	}
+	return false
+}
