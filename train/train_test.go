@@ -27,7 +27,7 @@ func testWorld(t testing.TB) string {
 			return
 		}
 		worldDir = dir
-		_, worldErr = synth.Generate(context.Background(), dir, synth.Config{N: 1400, Seed: 3, Dim: 64, Regions: 12, NoImages: true, Dev: 200, Test: 200})
+		_, worldErr = synth.Generate(context.Background(), dir, synth.Config{N: 1400, Seed: 3, Dim: 64, Regions: 12, Noise: 0.1, NoImages: true, Dev: 200, Test: 200})
 	})
 	if worldErr != nil {
 		t.Fatal(worldErr)

@@ -63,7 +63,7 @@ func runDemo(ctx context.Context, args []string) error {
 	run := filepath.Join(f.dir, "run")
 	if _, err := os.Stat(filepath.Join(world, "world.json")); err != nil {
 		fmt.Printf("1/4 generating a synthetic world of %d images in %s\n", f.n, world)
-		if _, err := synth.Generate(ctx, world, synth.Config{N: f.n, Seed: 1, Dim: 256, Regions: 36, Progress: true}); err != nil {
+		if _, err := synth.Generate(ctx, world, synth.Config{N: f.n, Seed: 1, Dim: 256, Regions: 36, Noise: 0.1, Progress: true}); err != nil {
 			return err
 		}
 	} else {
