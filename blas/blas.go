@@ -74,6 +74,9 @@ func Use(impl Impl) Impl {
 func Describe() string {
 	impl := Current()
 	if ob, ok := impl.(*OpenBLAS); ok {
+		if ob.Split() > 1 {
+			return fmt.Sprintf("openblas (%s, one thread per call, large products split over %d goroutines)", ob.Path, ob.Split())
+		}
 		return fmt.Sprintf("openblas (%s, %d threads)", ob.Path, ob.Threads())
 	}
 	if loadErr != nil {

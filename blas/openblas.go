@@ -3,7 +3,10 @@ package blas
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ebitengine/purego"
 )
@@ -26,9 +29,20 @@ const (
 )
 
 // OpenBLAS calls cblas_sgemm of a dynamically loaded OpenBLAS.
+//
+// By default OpenBLAS runs one thread per call and xmr splits large
+// products into row (or column) blocks computed by concurrent calls, one per
+// core. OpenBLAS's own worker threads spin (sched_yield) for a while after
+// every call, taking the cores that xmr's elementwise kernels need between
+// products; with the split, training steps run 1.6-1.9x faster on 2 cores
+// (docs/benchmarks.md). Setting OPENBLAS_NUM_THREADS keeps OpenBLAS's own
+// threading instead.
 type OpenBLAS struct {
 	// Path is the library name that was loaded.
 	Path string
+
+	native int          // OpenBLAS's thread count when loaded
+	split  atomic.Int32 // concurrent calls a large product is split into (1: none)
 
 	sgemm      func(order, transA, transB, m, n, k int32, alpha float32, a *float32, lda int32, b *float32, ldb int32, beta float32, c *float32, ldc int32)
 	setThreads func(n int32)
@@ -52,6 +66,12 @@ func LoadOpenBLAS() (*OpenBLAS, error) {
 		if err := ob.resolve(h); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
+		}
+		ob.native = ob.Threads()
+		ob.split.Store(1)
+		if os.Getenv("OPENBLAS_NUM_THREADS") == "" && os.Getenv("OMP_NUM_THREADS") == "" && ob.setThreads != nil && runtime.GOMAXPROCS(0) > 1 {
+			ob.SetThreads(1)
+			ob.split.Store(int32(runtime.GOMAXPROCS(0)))
 		}
 		return ob, nil
 	}
@@ -91,6 +111,20 @@ func (ob *OpenBLAS) SetThreads(n int) {
 	}
 }
 
+// NativeThreads is OpenBLAS's own thread count when it was loaded.
+func (ob *OpenBLAS) NativeThreads() int { return ob.native }
+
+// Split returns how many concurrent calls a large product is split into.
+func (ob *OpenBLAS) Split() int { return int(ob.split.Load()) }
+
+// SetSplit sets how many concurrent calls a large product is split into
+// (1: every product is one call) and returns the previous value.
+func (ob *OpenBLAS) SetSplit(n int) int { return int(ob.split.Swap(int32(max(n, 1)))) }
+
+// minSplitFlops is the size (2*m*n*k) below which splitting a product
+// across goroutines costs more than it saves.
+const minSplitFlops = 1 << 22
+
 // Sgemm implements Impl by calling cblas_sgemm.
 func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
@@ -100,6 +134,49 @@ func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []f
 		scaleC(m, n, beta, c, ldc)
 		return
 	}
+	p := ob.Split()
+	if p <= 1 || 2*m*n*k < minSplitFlops {
+		ob.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	// Split C into p blocks of rows, or of columns when it has few rows;
+	// each block is an independent product over the same k.
+	var wg sync.WaitGroup
+	if m >= 8*p {
+		step := (m + p - 1) / p
+		for i0 := 0; i0 < m; i0 += step {
+			rows := min(step, m-i0)
+			aOff := i0 * lda // row i0 of op(A) = A
+			if transA {
+				aOff = i0 // column i0 of A
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ob.call(transA, transB, rows, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+			}()
+		}
+	} else {
+		step := (n + p - 1) / p
+		step = (step + 15) &^ 15 // whole cache lines of C
+		for j0 := 0; j0 < n; j0 += step {
+			cols := min(step, n-j0)
+			bOff := j0 // column j0 of op(B) = B
+			if transB {
+				bOff = j0 * ldb // row j0 of B
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ob.call(transA, transB, m, cols, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// call is one cblas_sgemm call.
+func (ob *OpenBLAS) call(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	ta, tb := int32(cblasNoTrans), int32(cblasNoTrans)
 	if transA {
 		ta = cblasTrans

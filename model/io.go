@@ -57,16 +57,6 @@ func Load(path string) (*Model, *checkpoint.File, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s: stored tokenizer: %w", path, err)
 	}
-	if bert, ok := f.Info("img_txt_enc.txt_enc.bert_model.embeddings.word_embeddings.weight"); ok && cfg.TextModel.Name == "bert" {
-		// Sizes of a loaded pretrained BERT are those of its weights.
-		cfg.TextModel.VocabSize, cfg.TextModel.WordDim = bert.Shape[0], bert.Shape[1]
-		if pos, ok := f.Info("img_txt_enc.txt_enc.bert_model.embeddings.position_embeddings.weight"); ok {
-			cfg.TextModel.MaxPositions = pos.Shape[0]
-		}
-		if ff, ok := f.Info("img_txt_enc.txt_enc.bert_model.encoder.layer.0.intermediate.dense.weight"); ok {
-			cfg.TextModel.FF = ff.Shape[0]
-		}
-	}
 	m, err := NewWithTokenizer(cfg, tok)
 	if err != nil {
 		f.Close()

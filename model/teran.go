@@ -65,6 +65,13 @@ func New(cfg Config) (*Model, error) {
 		return nil, fmt.Errorf("text model: %w", err)
 	}
 	m.Text = txt
+	if bt, ok := txt.(bertText); ok && cfg.TextModel.Pretrain != "" {
+		// Record the sizes of the BERT actually loaded, so that the config
+		// stored in checkpoints rebuilds it without the BERT directory.
+		tm := &m.Cfg.TextModel
+		tm.VocabSize, tm.WordDim, tm.Heads = bt.Cfg.VocabSize, bt.Cfg.HiddenSize, bt.Cfg.NumAttentionHeads
+		tm.FF, tm.MaxPositions, tm.ExtractionHiddenLayer = bt.Cfg.IntermediateSize, bt.Cfg.MaxPositionEmbeddings, len(bt.Layers)
+	}
 	m.ImgProj = nn.NewLinear(rng, im.Hidden, mc.EmbedSize, true)
 	m.CapProj = nn.NewLinear(rng, txt.OutDim(), mc.EmbedSize, true)
 	m.ImgFinal = nn.NewTransformerEncoder(rng, mc.Layers, mc.EmbedSize, mc.Heads, mc.FF, mc.Dropout, nn.ReLU)

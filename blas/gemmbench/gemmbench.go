@@ -134,8 +134,9 @@ func Run(ctx context.Context, opts bench.Options) error {
 		}
 	}
 	impl := blas.Current()
-	if ob, ok := impl.(*blas.OpenBLAS); ok {
-		note = fmt.Sprintf("%d threads", ob.Threads())
+	ob, _ := impl.(*blas.OpenBLAS)
+	if ob != nil {
+		note = "ours: " + blas.Describe() + fmt.Sprintf("; peer: OpenBLAS's own %d threads", ob.NativeThreads())
 	} else {
 		note = "ours = " + blas.Describe()
 	}
@@ -157,6 +158,12 @@ func Run(ctx context.Context, opts bench.Options) error {
 		vs := ours
 		if raw != nil {
 			rawRun := func() {
+				// The peer is cblas_sgemm as a user gets it: with
+				// OpenBLAS's own threads (xmr runs it on one per call).
+				if ob != nil && ob.Split() > 1 {
+					ob.SetThreads(ob.NativeThreads())
+					defer ob.SetThreads(1)
+				}
 				raw(101, 111, 111, int32(s.M), int32(s.N), int32(s.K), 1, &a[0], int32(s.K), &b[0], int32(s.N), 0, &cRaw[0], int32(s.N))
 			}
 			vs = append(vs, variant{"cblas_sgemm", rawRun})
@@ -206,6 +213,7 @@ func measureOneThread(ob *blas.OpenBLAS, vs []variant, budget time.Duration, min
 	threads := ob.Threads()
 	ob.SetThreads(1)
 	defer ob.SetThreads(threads)
+	defer ob.SetSplit(ob.SetSplit(1))
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return measure(vs, budget, minReps, threadCPU)
