@@ -1,0 +1,121 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/xmr-project/xmr/bench"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/optim"
+	"github.com/xmr-project/xmr/tensor"
+	"github.com/xmr-project/xmr/text"
+)
+
+func init() {
+	bench.Register(bench.Benchmark{
+		Name:    "train-step",
+		Summary: "one TERAN/TERN training step (forward, backward, Adam) at a config's size [CONFIG, default teran-mrsw: the paper's]",
+		Run:     runStepBench,
+	})
+}
+
+// runStepBench times training steps of a config on random inputs of the
+// paper's shapes: B images of 36 regions and B captions of 12 WordPiece
+// tokens (COCO's typical length) over BERT's 30522-token vocabulary.
+func runStepBench(ctx context.Context, opts bench.Options) error {
+	name := "teran-mrsw"
+	if len(opts.Args) > 0 {
+		name = opts.Args[0]
+	}
+	if opts.Quick && len(opts.Args) == 0 {
+		name = "teran-mrsw-small"
+	}
+	cfg, err := model.LoadConfig(name)
+	if err != nil {
+		return err
+	}
+	cfg.TextModel.Pretrain = "" // same sizes, random weights: no download
+	vocab := make([]string, max(cfg.TextModel.VocabSize, 5))
+	copy(vocab, []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
+	for i := 5; i < len(vocab); i++ {
+		vocab[i] = fmt.Sprintf("w%d", i)
+	}
+	tok, err := text.NewWordPiece(text.NewVocab(vocab))
+	if err != nil {
+		return err
+	}
+	m, err := model.NewWithTokenizer(cfg, tok)
+	if err != nil {
+		return err
+	}
+	b, regions, words := cfg.Training.BatchSize, 36, 12
+	rng := rand.New(rand.NewPCG(1, 1))
+	im := model.Images{Feat: tensor.RandN(rng, b, regions, cfg.ImageModel.FeatDim), Boxes: tensor.New(b, regions, 5), Valid: tensor.Full(1, b, regions)}
+	for i := range im.Feat.Data {
+		im.Feat.Data[i] = max(im.Feat.Data[i], 0) // bottom-up features are non-negative
+	}
+	t := words + 2
+	tx := model.Texts{IDs: make([]int32, b*t), Valid: tensor.Full(1, b, t), Align: tensor.Full(1, b, t), Lengths: make([]int, b)}
+	for i := 0; i < b; i++ {
+		tx.Lengths[i] = t
+		tx.IDs[i*t], tx.IDs[i*t+t-1] = 2, 3
+		tx.Align.Data[i*t], tx.Align.Data[i*t+t-1] = 0, 0
+		for j := 1; j < t-1; j++ {
+			tx.IDs[i*t+j] = int32(5 + rng.IntN(len(vocab)-5))
+		}
+	}
+	opt, err := newOptimizer(m, 1000)
+	if err != nil {
+		return err
+	}
+	params := trainable(m)
+	nParams := 0
+	for _, p := range m.Params() {
+		nParams += p.T.Numel()
+	}
+	tp := tensor.NewTape()
+	step := func(iter int) error {
+		var err error
+		tp.Seed(1, uint64(iter))
+		err = tensor.Try(func() {
+			l := m.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), iter)
+			tp.Backward(l)
+		})
+		tp.Reset()
+		if err != nil {
+			return err
+		}
+		optim.ClipGradNorm(params, cfg.Training.GradClip)
+		opt.Step()
+		opt.ZeroGrad()
+		return nil
+	}
+	if err := step(0); err != nil { // warm-up: allocations, pools
+		return err
+	}
+	reps := 3
+	if opts.Quick {
+		reps = 1
+	}
+	var best time.Duration
+	for r := 0; r < reps; r++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := step(r + 1); err != nil {
+			return err
+		}
+		if d := time.Since(start); r == 0 || d < best {
+			best = d
+		}
+	}
+	note := fmt.Sprintf("%s, batch %d, %d regions, %d tokens, %.1fM parameters, %d CPUs", name, b, regions, t, float64(nParams)/1e6, runtime.NumCPU())
+	opts.Emit(bench.Result{Name: "train-step " + name, Metric: "step time", Value: best.Seconds(), Unit: "s", Note: note})
+	opts.Emit(bench.Result{Name: "train-step " + name, Metric: "time per example", Value: 1000 * best.Seconds() / float64(b), Unit: "ms", Note: note})
+	opts.Emit(bench.Result{Name: "train-step " + name, Metric: "peak memory", Value: bench.MaxRSSMiB(), Unit: "MiB", Note: "process max RSS"})
+	return nil
+}
