@@ -86,7 +86,7 @@ func (tp *Tape) matmulRows(a, b *Tensor, transB bool) *Tensor {
 	outShape := append(append([]int(nil), a.Shape[:a.Dims()-1]...), n)
 	out := tp.newTensor(outShape)
 	ldb := b.Shape[1]
-	blas.Sgemm(false, transB, rows, n, k, 1, a.Data, k, b.Data, ldb, 0, out.Data, n)
+	gemm(false, transB, rows, n, k, 1, a.Data, k, b.Data, ldb, 0, out.Data, n)
 	if tp.needs(a, b) {
 		tp.record(out, func(g []float32) {
 			if a.requiresGrad {
