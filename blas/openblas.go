@@ -139,10 +139,11 @@ func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []f
 		ob.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	// Split C into p blocks of rows, or of columns when it has few rows;
-	// each block is an independent product over the same k.
+	// Split C into p blocks of rows, or of columns when it has fewer rows
+	// than columns (then each call packs only its part of B, the larger
+	// operand); each block is an independent product over the same k.
 	var wg sync.WaitGroup
-	if m >= 8*p {
+	if m >= 8*p && (m >= n || n < 32*p) {
 		step := (m + p - 1) / p
 		for i0 := 0; i0 < m; i0 += step {
 			rows := min(step, m-i0)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/nn"
-	"github.com/xmr-project/xmr/tensor"
 	"github.com/xmr-project/xmr/text"
 )
 
@@ -94,15 +93,4 @@ func NewWithTokenizer(cfg Config, tok Tokenizer) (*Model, error) {
 	}
 	m.Tok = tok
 	return m, nil
-}
-
-// Clone returns a tensor list of copies of the model's parameters (for
-// keeping the best weights in memory).
-func (m *Model) Clone() []*tensor.Tensor {
-	ps := m.Params()
-	out := make([]*tensor.Tensor, len(ps))
-	for i, p := range ps {
-		out[i] = p.T.Clone()
-	}
-	return out
 }

@@ -90,14 +90,16 @@ func PlotCurves(w io.Writer, hist []Record) error {
 			for _, r := range hist {
 				pts = append(pts, plotter.XY{X: float64(r.Iter), Y: get[i](r)})
 			}
-			l, err := plotter.NewLine(pts)
+			l, sc, err := plotter.NewLinePoints(pts)
 			if err != nil {
 				return err
 			}
 			l.Color = palette[i%len(palette)]
 			l.Width = vg.Points(1.5)
-			p.Add(l)
-			p.Legend.Add(name, l)
+			sc.Color = l.Color
+			sc.Radius = vg.Points(2)
+			p.Add(l, sc)
+			p.Legend.Add(name, l, sc)
 		}
 		p.Legend.Top = true
 		p.X.Label.Text = "iteration"

@@ -266,7 +266,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			st.Pos = 0
 		}
 		bar.Add(1)
-		bar.Describe(fmt.Sprintf("epoch %d loss %.4f", st.Epoch, loss))
+		bar.Describe(fmt.Sprintf("epoch %d loss %.4f %.0f ex/s", st.Epoch, loss, float64(examples)/time.Since(lastRecord).Seconds()))
 		endOfEpoch := st.Pos == 0
 		if (tc.ValStep > 0 && st.Iter%tc.ValStep == 0) || endOfEpoch {
 			if err := validate(); err != nil {

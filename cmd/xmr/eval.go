@@ -23,6 +23,7 @@ var evalFlags struct {
 	pooling     string
 	saveSims    string
 	noNDCG      bool
+	out         string
 
 	// Relevance matrices for NDCG.
 	relevance      string
@@ -54,6 +55,7 @@ func init() {
 			fs.StringVar(&evalFlags.split, "split", "test", "split of --data to evaluate")
 			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the scoring: global (CLS cosine), MrSw, MwSr, Symm or MrAvgw")
 			fs.StringVar(&evalFlags.saveSims, "save-sims", "", "write the (ensemble) similarity matrix to `SIMS.npy`")
+			fs.StringVar(&evalFlags.out, "out", "", "also write every metric as JSON to `FILE.json`")
 			fs.BoolVar(&evalFlags.noNDCG, "no-ndcg", false, "with --checkpoint, do not compute ROUGE-L/SPICE relevance for NDCG when no relevance file is given")
 			fs.StringVar(&evalFlags.relevance, "relevance", "", "ROUGE-L relevance matrix `REL.bin` (raw float32, captions x images, as from \"xmr relevance\" or TERAN) for NDCG")
 			fs.StringVar(&evalFlags.relevanceSpice, "relevance-spice", "", "SPICE relevance matrix `REL.bin` (same layout) for NDCG")
@@ -232,6 +234,11 @@ func evaluateSims(source string, sims *eval.Matrix, proto eval.Protocol, extra f
 	rep, err := eval.Evaluate(sims, opts)
 	if err != nil {
 		return err
+	}
+	if evalFlags.out != "" {
+		if err := atomicfile.Write(evalFlags.out, rep.WriteJSON); err != nil {
+			return err
+		}
 	}
 	if evalFlags.json {
 		return rep.WriteJSON(os.Stdout)
