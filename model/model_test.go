@@ -22,6 +22,16 @@ func tinyModel(t *testing.T, edit func(*Config)) *Model {
 	if edit != nil {
 		edit(&cfg)
 	}
+	m, err := NewWithTokenizer(cfg, testTokenizer(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// testTokenizer is a toy vocabulary of the kind cfg's text model needs.
+func testTokenizer(t *testing.T, cfg Config) Tokenizer {
+	t.Helper()
 	toks := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "red", "blue", "circle", "square", "left", "of"}
 	var tok Tokenizer
 	var err error
@@ -33,11 +43,7 @@ func tinyModel(t *testing.T, edit func(*Config)) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewWithTokenizer(cfg, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return tok
 }
 
 func tinyBatch(rng *rand.Rand, m *Model) (Images, Texts) {

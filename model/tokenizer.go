@@ -59,9 +59,7 @@ func BuildTokenizer(cfg Config, trainCaptions []string) (Tokenizer, error) {
 	// A WordPiece vocabulary whose pieces are the whole training words: the
 	// tokenizer then splits exactly as BERT's basic tokenizer does.
 	toks := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
-	for _, w := range words.Vocab().Tokens()[4:] {
-		toks = append(toks, w)
-	}
+	toks = append(toks, words.Vocab().Tokens()[4:]...)
 	return text.NewWordPiece(text.NewVocab(toks))
 }
 

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestHelpAndUsageErrors(t *testing.T) {
+	cases := []struct {
+		args       []string
+		code       int
+		stdout     []string
+		stderr     []string
+		onceStdout string
+	}{
+		{[]string{"help"}, 0, []string{"demo", "train", "eval", "synth", "relevance", "bench", "tokenize", "version"}, nil, ""},
+		{[]string{"train", "-h"}, 0, []string{"Usage: xmr train", "--time-budget", "Examples:"}, nil, "Usage: xmr train"},
+		{[]string{"nosuch"}, 2, nil, []string{`unknown command "nosuch"`}, ""},
+		{[]string{"train", "--bogus"}, 2, nil, []string{"bogus", "Usage: xmr train"}, ""},
+		{[]string{"train"}, 2, nil, []string{"--out is required"}, ""},
+		{[]string{"eval", "--protocol", "2k", "--sims", "x.npy"}, 2, nil, []string{"protocol"}, ""},
+		{[]string{"bench", "nosuch"}, 2, nil, []string{`unknown benchmark "nosuch"`, "gemm"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := runMain(c.args, &out, &errb)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, c.code, errb.String())
+			}
+			for _, w := range c.stdout {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, w := range c.stderr {
+				if !strings.Contains(errb.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errb.String())
+				}
+			}
+			if c.onceStdout != "" && (strings.Count(out.String(), c.onceStdout) != 1 || errb.Len() != 0) {
+				t.Errorf("help printed %d times on stdout and %d bytes on stderr", strings.Count(out.String(), c.onceStdout), errb.Len())
+			}
+		})
+	}
+}
