@@ -147,7 +147,7 @@ func TestCaptionVariety(t *testing.T) {
 	}
 	inRange := 0
 	for l, c := range lengths {
-		if l >= 8 && l <= 14 {
+		if l >= 8 && l <= maxCaptionWords {
 			inRange += c
 		}
 		if l < 5 || l > 20 {
@@ -155,7 +155,7 @@ func TestCaptionVariety(t *testing.T) {
 		}
 	}
 	if float64(inRange) < 0.9*float64(n) {
-		t.Errorf("only %d of %d captions have 8-14 words: %v", inRange, n, lengths)
+		t.Errorf("only %d of %d captions have 8-%d words: %v", inRange, n, maxCaptionWords, lengths)
 	}
 	// Every noun of every category is used.
 	for _, c := range Categories {
