@@ -3,7 +3,6 @@ package tensor
 import (
 	"math"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/xmr-project/xmr/blas"
@@ -214,19 +213,7 @@ func TestFusedShapeErrors(t *testing.T) {
 		{"conv1d", func() { NewTape().Conv1d(New(1, 5, 3), New(2, 4, 3), nil, 1) }, []string{"[1 5 3]", "[2 4 3]"}},
 		{"stack", func() { NewTape().Stack(0, New(2), New(3)) }, []string{"[2]", "[3]"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := Try(c.f)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-		})
-	}
+	checkShapeErrors(t, cases)
 }
 
 // TestOneThreadScheduling checks the products that gemm and forEachHead

@@ -199,19 +199,7 @@ func TestShapeErrorsNameShapes(t *testing.T) {
 		{"concat", func() { (*Tape)(nil).Concat(0, New(2, 3), New(2, 4)) }, []string{"[2 3]", "[2 4]"}},
 		{"embedding", func() { (*Tape)(nil).Embedding(New(3, 2), []int32{5}) }, []string{"id 5"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := Try(c.f)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-		})
-	}
+	checkShapeErrors(t, cases)
 }
 
 func TestNoGradAllocatesNoTape(t *testing.T) {
@@ -290,5 +278,32 @@ func TestLearnsRegression(t *testing.T) {
 	}
 	if last > first*1e-3 || last > 1e-3 {
 		t.Fatalf("loss went from %v to %v", first, last)
+	}
+}
+
+// shapeErrCase is an operation on misfitting operands and the words its
+// error must contain.
+type shapeErrCase = struct {
+	name string
+	f    func()
+	want []string
+}
+
+// checkShapeErrors runs each case under Try: it must fail with an error
+// that names the shapes.
+func checkShapeErrors(t *testing.T, cases []shapeErrCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Try(c.f)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
 	}
 }
