@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
@@ -217,7 +218,7 @@ func (f *File) LoadInto(want []Entry, opts LoadOptions) error {
 			continue
 		}
 		in := f.h.infos[fn]
-		if !sameShape(in.Shape, e.Shape) {
+		if !slices.Equal(in.Shape, e.Shape) {
 			errs = append(errs, f.errorf("tensor %s: shape %v in file, model expects %v", label(fn, e.Name), in.Shape, e.Shape))
 		} else if !in.Float32() {
 			errs = append(errs, f.errorf("tensor %s: dtype %s cannot be read as float32", label(fn, e.Name), in.DType))
@@ -286,16 +287,4 @@ func numel(shape []int) int {
 		n *= d
 	}
 	return n
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

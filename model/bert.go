@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -199,29 +198,9 @@ func (b *BERT) Forward(tp *tensor.Tape, ids []int32, valid *tensor.Tensor, lengt
 }
 
 func (l *BERTLayer) forward(tp *tensor.Tape, x, valid *tensor.Tensor, p float32) *tensor.Tensor {
-	q, k, v := l.Query.Forward(tp, x), l.Key.Forward(tp, x), l.Value.Forward(tp, x) // (C, T, D) each
-	a := attend(tp, q, k, v, valid, l.Heads, p)                                     // (C, T, D)
+	q, k, v := l.Query.Forward(tp, x), l.Key.Forward(tp, x), l.Value.Forward(tp, x)                  // (C, T, D) each
+	a := tp.Attention(q, k, v, tensor.AttentionOptions{Heads: l.Heads, KeyValid: valid, Dropout: p}) // (C, T, D)
 	x = l.AttnNorm.Forward(tp, tp.Add(x, tp.Dropout(l.AttnOut.Forward(tp, a), p)))
 	h := tp.GELU(l.Inter.Forward(tp, x)) // (C, T, FF)
 	return l.OutNorm.Forward(tp, tp.Add(x, tp.Dropout(l.Out.Forward(tp, h), p)))
-}
-
-// attend is multi-head scaled dot-product attention over already projected
-// q, k, v (B, T, D) with keyValid (B, T) (1 = real token).
-func attend(tp *tensor.Tape, q, k, v, keyValid *tensor.Tensor, heads int, dropout float32) *tensor.Tensor {
-	bsz, tq, d := q.Shape[0], q.Shape[1], q.Shape[2]
-	tk := k.Shape[1]
-	dh := d / heads
-	split := func(x *tensor.Tensor, t int) *tensor.Tensor {
-		return tp.Permute(tp.Reshape(x, bsz, t, heads, dh), 0, 2, 1, 3) // (B, H, T, dh)
-	}
-	qh, kh, vh := split(q, tq), split(k, tk), split(v, tk)
-	s := tp.Scale(tp.MatMul(qh, kh, false, true), float32(1/math.Sqrt(float64(dh)))) // (B, H, Tq, Tk)
-	var mask *tensor.Tensor
-	if keyValid != nil {
-		mask = tp.Detach(tp.Reshape(keyValid, bsz, 1, 1, tk))
-	}
-	w := tp.Dropout(tp.Softmax(s, -1, mask), dropout)        // (B, H, Tq, Tk)
-	o := tp.MatMul(w, vh, false, false)                      // (B, H, Tq, dh)
-	return tp.Reshape(tp.Permute(o, 0, 2, 1, 3), bsz, tq, d) // (B, Tq, D)
 }

@@ -15,7 +15,7 @@ import (
 func ContrastiveLoss(tp *tensor.Tape, s *tensor.Tensor, margin float32, maxViolation bool) *tensor.Tensor {
 	n := s.Shape[0]
 	if s.Dims() != 2 || s.Shape[1] != n {
-		panic(&tensor.ShapeError{Op: "ContrastiveLoss", Msg: "similarities must be square (N, N), have " + shapeString(s.Shape)})
+		panic(&tensor.ShapeError{Op: "ContrastiveLoss", Msg: fmt.Sprintf("similarities must be square (N, N), have %v", s.Shape)})
 	}
 	eye := tensor.New(n, n)
 	for i := 0; i < n; i++ {
@@ -51,5 +51,3 @@ func UncertaintyWeighted(tp *tensor.Tape, logVars *tensor.Tensor, losses ...*ten
 	}
 	return tp.Reshape(total)
 }
-
-func shapeString(s []int) string { return fmt.Sprint(s) }

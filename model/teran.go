@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/xmr-project/xmr/nn"
 	"github.com/xmr-project/xmr/tensor"
@@ -94,7 +95,7 @@ func (m *Model) Params() []nn.Named {
 		ps = append(ps, nn.Named{Name: "img_txt_enc.img_enc.cls", T: m.ImgCLS})
 	}
 	ps = append(ps, nn.Prefix("img_txt_enc.img_enc.transformer_encoder", m.ImgEnc.Params())...)
-	textName := "img_txt_enc.txt_enc.bert_model"
+	textName := bertPrefix
 	if _, ok := m.Text.(bertText); !ok {
 		textName = "img_txt_enc.txt_enc"
 	}
@@ -111,10 +112,13 @@ func (m *Model) Params() []nn.Named {
 	return ps
 }
 
+// bertPrefix names BERT's parameters in the official state_dict.
+const bertPrefix = "img_txt_enc.txt_enc.bert_model"
+
 // IsBERTParam reports whether a parameter name belongs to BERT (for its
 // separate learning rate).
 func IsBERTParam(name string) bool {
-	return len(name) > len("img_txt_enc.txt_enc.bert_model") && name[:len("img_txt_enc.txt_enc.bert_model")] == "img_txt_enc.txt_enc.bert_model"
+	return strings.HasPrefix(name, bertPrefix+".")
 }
 
 // Images is a batch of images for the visual pipeline.
@@ -182,10 +186,9 @@ func (m *Model) EncodeTexts(tp *tensor.Tape, tx Texts) *Embedded {
 }
 
 func (m *Model) embedded(tp *tensor.Tape, x, mask *tensor.Tensor) *Embedded {
-	n, l, e := x.Shape[0], x.Shape[1], x.Shape[2]
-	v := tp.L2Normalize(x, 1e-12) // (N, L, E)
-	cls := tp.Reshape(tp.Narrow(v, 1, 0, 1), n, e)
-	_ = l
+	n, e := x.Shape[0], x.Shape[2]
+	v := tp.L2Normalize(x, 1e-12)                  // (N, L, E)
+	cls := tp.Reshape(tp.Narrow(v, 1, 0, 1), n, e) // (N, E): position 0
 	return &Embedded{Vecs: v, Mask: mask, CLS: cls}
 }
 

@@ -71,7 +71,7 @@ func (a Activation) Apply(tp *tensor.Tape, x *tensor.Tensor) *tensor.Tensor {
 	if a == GELU {
 		return tp.GELU(x)
 	}
-	return tp.ReLUFast(x)
+	return tp.ReLU(x)
 }
 
 // uniform returns a trainable tensor with entries drawn from U(-bound, bound).

@@ -45,7 +45,7 @@ func (l *TransformerEncoderLayer) Forward(tp *tensor.Tape, x, keyValid *tensor.T
 // feedForward returns linear2(dropout(act(linear1(x)))).
 func feedForward(tp *tensor.Tape, x *tensor.Tensor, l1, l2 *Linear, act Activation, p float32) *tensor.Tensor {
 	h := l1.ForwardAct(tp, x, act) // (B, T, FF)
-	h = tp.DropoutFast(h, p)
+	h = tp.Dropout(h, p)
 	return l2.Forward(tp, h) // (B, T, D)
 }
 

@@ -260,16 +260,6 @@ func (tp *Tape) Sqrt(a *Tensor) *Tensor {
 	return tp.unary(a, func(x float32) float32 { return float32(math.Sqrt(float64(x))) }, func(x, y float32) float32 { return 0.5 / y })
 }
 
-// ReLU returns max(a, 0).
-func (tp *Tape) ReLU(a *Tensor) *Tensor {
-	return tp.unary(a, func(x float32) float32 { return max(x, 0) }, func(x, y float32) float32 {
-		if x > 0 {
-			return 1
-		}
-		return 0
-	})
-}
-
 // Tanh returns the hyperbolic tangent of a.
 func (tp *Tape) Tanh(a *Tensor) *Tensor {
 	return tp.unary(a, func(x float32) float32 { return float32(math.Tanh(float64(x))) }, func(x, y float32) float32 { return 1 - y*y })

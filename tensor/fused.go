@@ -154,8 +154,8 @@ func geluGrad(x float32) float32 {
 	return float32(cdf + xf*pdf)
 }
 
-// ReLUFast is ReLU without per-element closures, for large activations.
-func (tp *Tape) ReLUFast(a *Tensor) *Tensor {
+// ReLU returns max(a, 0), without per-element closures.
+func (tp *Tape) ReLU(a *Tensor) *Tensor {
 	out := tp.newTensor(a.Shape)
 	od := out.Data
 	copy(od, a.Data)
@@ -217,11 +217,11 @@ func splitmix64(z uint64) uint64 {
 // dropping reports whether dropout with probability p is active on tp.
 func (tp *Tape) dropping(p float32) bool { return tp != nil && tp.Training && p > 0 }
 
-// DropoutFast is Dropout with a bit mask and four decisions per random
-// word: it zeroes each element with probability p (resolved to 1/65536) and
-// scales the rest by 1/(1-p). It is the identity on a nil or non-training
+// Dropout zeroes each element with probability p and scales the rest by
+// 1/(1-p), drawing the decisions from the tape's Rand (a bit mask, four
+// decisions per random word). It is the identity on a nil or non-training
 // tape, or when p is 0.
-func (tp *Tape) DropoutFast(a *Tensor, p float32) *Tensor {
+func (tp *Tape) Dropout(a *Tensor, p float32) *Tensor {
 	if !tp.dropping(p) {
 		return a
 	}

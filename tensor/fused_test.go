@@ -22,11 +22,6 @@ func TestFusedGradients(t *testing.T) {
 		{"linear-nobias", []*Tensor{rnd(1, 3, 4), rnd(2, 5, 4)}, func(tp *Tape, x []*Tensor) *Tensor { return tp.Linear(x[0], x[1], nil) }},
 		{"linear-relu", []*Tensor{rnd(1, 3, 4), rnd(2, 5, 4), rnd(3, 5)}, func(tp *Tape, x []*Tensor) *Tensor { return tp.LinearReLU(x[0], x[1], x[2]) }},
 		{"linear-gelu", []*Tensor{rnd(1, 3, 4), rnd(2, 5, 4), rnd(3, 5)}, func(tp *Tape, x []*Tensor) *Tensor { return tp.LinearGELU(x[0], x[1], x[2]) }},
-		{"relufast", []*Tensor{awayFromZero(rnd(1, 3, 4), 0.1)}, func(tp *Tape, x []*Tensor) *Tensor { return tp.ReLUFast(x[0]) }},
-		{"dropoutfast", []*Tensor{rnd(1, 4, 6)}, func(tp *Tape, x []*Tensor) *Tensor {
-			tp.Seed(3, 3)
-			return tp.DropoutFast(x[0], 0.4)
-		}},
 		{"adddropout", []*Tensor{rnd(1, 4, 6), rnd(2, 4, 6)}, func(tp *Tape, x []*Tensor) *Tensor {
 			tp.Seed(3, 3)
 			return tp.AddDropout(x[0], x[1], 0.4)
@@ -175,10 +170,10 @@ func TestConv1dMatchesNaive(t *testing.T) {
 	}
 }
 
-func TestDropoutFastRate(t *testing.T) {
+func TestDropoutRate(t *testing.T) {
 	tp := NewTape()
 	x := Full(1, 100000)
-	y := tp.DropoutFast(x, 0.25)
+	y := tp.Dropout(x, 0.25)
 	zeros := 0
 	for _, v := range y.Data {
 		switch v {
@@ -192,7 +187,7 @@ func TestDropoutFastRate(t *testing.T) {
 	if r := float64(zeros) / 1e5; math.Abs(r-0.25) > 0.01 {
 		t.Fatalf("dropped %.3f, want 0.25", r)
 	}
-	if (*Tape)(nil).DropoutFast(x, 0.5) != x {
+	if (*Tape)(nil).Dropout(x, 0.5) != x {
 		t.Fatal("no-grad dropout is not the identity")
 	}
 }

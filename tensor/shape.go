@@ -229,42 +229,6 @@ func (tp *Tape) Embedding(weight *Tensor, ids []int32) *Tensor {
 	return out
 }
 
-// Dropout zeroes each element with probability p and scales the rest by
-// 1/(1-p), drawing from the tape's Rand. It is the identity on a nil or
-// non-training tape, or when p is 0.
-func (tp *Tape) Dropout(a *Tensor, p float32) *Tensor {
-	if tp == nil || !tp.Training || p <= 0 {
-		return a
-	}
-	if p >= 1 {
-		return tp.Scale(a, 0)
-	}
-	keep := make([]bool, len(a.Data))
-	for i := range keep {
-		keep[i] = tp.Rand.Float32() >= p
-	}
-	scale := 1 / (1 - p)
-	out := tp.newTensor(a.Shape)
-	for i, v := range a.Data {
-		if keep[i] {
-			out.Data[i] = v * scale
-		} else {
-			out.Data[i] = 0
-		}
-	}
-	if tp.needs(a) {
-		tp.record(out, func(g []float32) {
-			ga := tp.grad(a)
-			for i, k := range keep {
-				if k {
-					ga[i] += g[i] * scale
-				}
-			}
-		})
-	}
-	return out
-}
-
 // L2Normalize divides a by its L2 norm over the last dimension (clamped
 // below by eps, as torch.nn.functional.normalize).
 func (tp *Tape) L2Normalize(a *Tensor, eps float32) *Tensor {

@@ -46,11 +46,7 @@ func newValidator(ctx context.Context, m *model.Model, dev *data.Split, dir stri
 
 // run evaluates the model's current weights.
 func (v *validator) run(ctx context.Context) (Record, error) {
-	res, err := Evaluate(ctx, v.m, v.split, v.rel, v.grounding)
-	if err != nil {
-		return Record{}, err
-	}
-	return res, nil
+	return Evaluate(ctx, v.m, v.split, v.rel, v.grounding)
 }
 
 // ndcgScore is the quantity the best-NDCG checkpoint maximises: the sum of

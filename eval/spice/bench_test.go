@@ -10,7 +10,7 @@ import (
 // TestBenchQuick runs the registered benchmark at its quick size.
 func TestBenchQuick(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: the quick SPICE benchmark parses 2,500 captions; CI runs without -short")
 	}
 	b, ok := bench.Lookup("spice")
 	if !ok {
