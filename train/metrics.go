@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -84,7 +85,7 @@ func PlotCurves(w io.Writer, hist []Record) error {
 		color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
 		color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
 	}
-	series := func(p *plot.Plot, names []string, get []func(Record) float64) error {
+	series := func(p *plot.Plot, names []string, get []func(Record) float64, legendTop bool) error {
 		for i, name := range names {
 			pts := make(plotter.XYs, 0, len(hist))
 			for _, r := range hist {
@@ -101,15 +102,23 @@ func PlotCurves(w io.Writer, hist []Record) error {
 			p.Add(l, sc)
 			p.Legend.Add(name, l, sc)
 		}
-		p.Legend.Top = true
+		p.Legend.Top = legendTop
 		p.X.Label.Text = "iteration"
+		p.X.Tick.Marker = intTicks{}
 		p.Add(plotter.NewGrid())
 		return nil
 	}
 	lossP := plot.New()
 	lossP.Title.Text = "training loss"
-	if err := series(lossP, []string{"loss"}, []func(Record) float64{func(r Record) float64 { return r.Loss }}); err != nil {
+	if err := series(lossP, []string{"loss"}, []func(Record) float64{func(r Record) float64 { return r.Loss }}, true); err != nil {
 		return err
+	}
+	// The loss falls by orders of magnitude (and drops again where the
+	// hardest negatives take over): a log axis shows both.
+	if logOK(hist) {
+		lossP.Y.Scale = plot.LogScale{}
+		lossP.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		lossP.Y.Label.Text = "log scale"
 	}
 	recP := plot.New()
 	recP.Title.Text = "validation R@1 (%)"
@@ -119,7 +128,7 @@ func PlotCurves(w io.Writer, hist []Record) error {
 		names = append(names, "word-region alignment acc.")
 		gets = append(gets, func(r Record) float64 { return 100 * r.AlignAcc })
 	}
-	if err := series(recP, names, gets); err != nil {
+	if err := series(recP, names, gets, false); err != nil {
 		return err
 	}
 	ndP := plot.New()
@@ -131,7 +140,7 @@ func PlotCurves(w io.Writer, hist []Record) error {
 		ndNames = append(ndNames, k)
 		ndGets = append(ndGets, func(r Record) float64 { return r.NDCG[k] })
 	}
-	if err := series(ndP, ndNames, ndGets); err != nil {
+	if err := series(ndP, ndNames, ndGets, false); err != nil {
 		return err
 	}
 	const width, rowH = 7 * vg.Inch, 3 * vg.Inch
@@ -146,4 +155,33 @@ func PlotCurves(w io.Writer, hist []Record) error {
 		return fmt.Errorf("encode curves: %w", err)
 	}
 	return nil
+}
+
+// logOK reports whether every loss is positive, as a log axis needs.
+func logOK(hist []Record) bool {
+	for _, r := range hist {
+		if !(r.Loss > 0) {
+			return false
+		}
+	}
+	return len(hist) > 0
+}
+
+// intTicks labels the iteration axis with whole numbers ("250", not
+// "250.00"), dropping the ticks that fall between integers.
+type intTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (intTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
+		if t.Value != math.Trunc(t.Value) {
+			continue
+		}
+		if t.Label != "" {
+			t.Label = strconv.FormatFloat(t.Value, 'f', -1, 64)
+		}
+		out = append(out, t)
+	}
+	return out
 }
