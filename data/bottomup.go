@@ -436,13 +436,7 @@ func readCOCOSizes(path string, m map[string][2]float32) error {
 		return fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}
 	defer f.Close()
-	dec := json.NewDecoder(bufio.NewReaderSize(f, 1<<20))
-	fail := func(what string, err error) error {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return fmt.Errorf("read %s: %s (near byte %d): %w", path, what, dec.InputOffset(), err)
-	}
+	dec, fail := jsonStream(f, path)
 	if err := expectDelim(dec, '{'); err != nil {
 		return fail("top level", err)
 	}

@@ -74,13 +74,7 @@ func LoadKarpathy(path string) (*Karpathy, error) {
 // ReadKarpathy decodes a Karpathy split file from r as a stream, one image
 // at a time; name is used in errors.
 func ReadKarpathy(r io.Reader, name string) (*Karpathy, error) {
-	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<20))
-	fail := func(what string, err error) error {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return fmt.Errorf("read %s: %s (near byte %d): %w", name, what, dec.InputOffset(), err)
-	}
+	dec, fail := jsonStream(r, name)
 	if err := expectDelim(dec, '{'); err != nil {
 		return nil, fail("top level", err)
 	}
@@ -129,6 +123,19 @@ func ReadKarpathy(r io.Reader, name string) (*Karpathy, error) {
 		return nil, fmt.Errorf("read %s: no \"images\" array: not a Karpathy split file", name)
 	}
 	return k, nil
+}
+
+// jsonStream returns a buffered token decoder of r and the error wrapper of
+// its readers: fail names the file (name), the part being read and the
+// byte offset, and turns a bare EOF into io.ErrUnexpectedEOF.
+func jsonStream(r io.Reader, name string) (dec *json.Decoder, fail func(what string, err error) error) {
+	dec = json.NewDecoder(bufio.NewReaderSize(r, 1<<20))
+	return dec, func(what string, err error) error {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("read %s: %s (near byte %d): %w", name, what, dec.InputOffset(), err)
+	}
 }
 
 // expectDelim reads the next token and checks that it is delimiter d.

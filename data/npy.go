@@ -220,12 +220,16 @@ func (h *npyHeader) truncated(have int64) error {
 }
 
 // shapeString formats a shape compactly: "(5000,36,2048)", "(5,)", "()".
-func shapeString(shape []int) string {
+func shapeString(shape []int) string { return pyTuple(shape, ",") }
+
+// pyTuple formats a shape as a Python tuple with sep between the
+// dimensions: "(5, 36)", "(5,)", "()".
+func pyTuple(shape []int, sep string) string {
 	var b strings.Builder
 	b.WriteByte('(')
 	for i, d := range shape {
 		if i > 0 {
-			b.WriteByte(',')
+			b.WriteString(sep)
 		}
 		b.WriteString(strconv.Itoa(d))
 	}
@@ -608,19 +612,7 @@ func (a *Array) Close() error {
 // npyHeaderBytes returns a version 1.0 .npy header for the given dtype and
 // shape, padded with spaces so the data starts at a multiple of 64 bytes.
 func npyHeaderBytes(descr string, shape []int) []byte {
-	var sb strings.Builder
-	sb.WriteByte('(')
-	for i, d := range shape {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(strconv.Itoa(d))
-	}
-	if len(shape) == 1 {
-		sb.WriteByte(',')
-	}
-	sb.WriteByte(')')
-	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, sb.String())
+	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, pyTuple(shape, ", "))
 	total := 10 + len(dict) + 1
 	pad := (64 - total%64) % 64
 	b := make([]byte, 0, total+pad)

@@ -132,16 +132,7 @@ func (tp *Tape) Attention(q, k, v *Tensor, o AttentionOptions) *Tensor {
 		tp.keepBuf(pd)
 	}
 	tp.record(out, func(g []float32) {
-		var gq, gk, gv []float32
-		if q.requiresGrad {
-			gq = tp.grad(q)
-		}
-		if k.requiresGrad {
-			gk = tp.grad(k)
-		}
-		if v.requiresGrad {
-			gv = tp.grad(v)
-		}
+		gq, gk, gv := tp.gradIf(q), tp.gradIf(k), tp.gradIf(v)
 		dp := tp.alloc(nbh * tt)
 		defer tp.free(dp)
 		// Tasks touch only their own (item, head) blocks of the gradients,

@@ -73,16 +73,7 @@ func (tp *Tape) GRUCell(xp *Tensor, t int, gh, h *Tensor, valid []bool) *Tensor 
 		return out
 	}
 	tp.record(out, func(gout []float32) {
-		var gx, gg, gprev []float32
-		if xp.requiresGrad {
-			gx = tp.grad(xp)
-		}
-		if gh.requiresGrad {
-			gg = tp.grad(gh)
-		}
-		if h.requiresGrad {
-			gprev = tp.grad(h)
-		}
+		gx, gg, gprev := tp.gradIf(xp), tp.gradIf(gh), tp.gradIf(h)
 		parallelFor(b, hid*16, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				dOut := gout[i*hid : (i+1)*hid]
@@ -173,17 +164,8 @@ func (tp *Tape) LSTMCell(xp *Tensor, t int, gh, h, c *Tensor, valid []bool) (hNe
 		return hNew, cNew
 	}
 	tp.keepBuf(acts)
-	// grads returns xp's and gh's gradients (nil when not needed) and
-	// dgate adds a gate pre-activation gradient to both.
-	grads := func() (gx, gg []float32) {
-		if xp.requiresGrad {
-			gx = tp.grad(xp)
-		}
-		if gh.requiresGrad {
-			gg = tp.grad(gh)
-		}
-		return gx, gg
-	}
+	// dgate adds a gate pre-activation gradient to xp's and gh's gradients
+	// (nil when not needed).
 	dgate := func(gx, gg []float32, r, k int, v float32) {
 		if gx != nil {
 			gx[(r*steps+t)*4*hid+k] += v
@@ -194,11 +176,8 @@ func (tp *Tape) LSTMCell(xp *Tensor, t int, gh, h, c *Tensor, valid []bool) (hNe
 	}
 	// c' = f*c + i*g: gradients to i, f, g and c.
 	tp.record(cNew, func(gc []float32) {
-		gx, gg := grads()
-		var gcp []float32 // gradient of the previous cell state
-		if c.requiresGrad {
-			gcp = tp.grad(c)
-		}
+		gx, gg := tp.gradIf(xp), tp.gradIf(gh)
+		gcp := tp.gradIf(c) // gradient of the previous cell state
 		parallelFor(b, hid*16, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				if valid != nil && !valid[r] {
@@ -226,11 +205,8 @@ func (tp *Tape) LSTMCell(xp *Tensor, t int, gh, h, c *Tensor, valid []bool) (hNe
 	// h' = o*tanh(c'): gradients to o and c' (and h on padded rows).
 	tp.record(hNew, func(gh2 []float32) {
 		gcn := tp.grad(cNew)
-		gx, gg := grads()
-		var ghp []float32 // gradient of the previous hidden state
-		if h.requiresGrad {
-			ghp = tp.grad(h)
-		}
+		gx, gg := tp.gradIf(xp), tp.gradIf(gh)
+		ghp := tp.gradIf(h) // gradient of the previous hidden state
 		parallelFor(b, hid*16, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				if valid != nil && !valid[r] {

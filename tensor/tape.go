@@ -123,6 +123,15 @@ func (tp *Tape) grad(t *Tensor) []float32 {
 	return t.Grad
 }
 
+// gradIf returns t's gradient buffer as grad does, or nil when t does not
+// require a gradient: the backward closures skip the nil ones.
+func (tp *Tape) gradIf(t *Tensor) []float32 {
+	if !t.requiresGrad {
+		return nil
+	}
+	return tp.grad(t)
+}
+
 // Backward computes the gradient of loss (a one-element tensor) with
 // respect to every tensor recorded on the tape and every leaf that requires
 // gradients; leaves' gradients accumulate across calls until ZeroGrad.
