@@ -36,6 +36,12 @@ type Regions struct {
 	m *mapping // the file mapping Feat points into, owned by this value
 }
 
+// Len returns the number of images, N.
+func (g *Regions) Len() int { return g.N }
+
+// Dims returns the number of region slots R and the feature width D.
+func (g *Regions) Dims() (regions, dim int) { return g.R, g.D }
+
 // Image returns the R*D features of image i (a sub-slice of Feat).
 func (g *Regions) Image(i int) []float32 {
 	n := g.R * g.D

@@ -24,13 +24,17 @@ type Report struct {
 	NDCGNonZeroI2T bool `json:"ndcg_nonzero_i2t,omitempty"`
 	Metrics
 	Folds []Metrics `json:"folds,omitempty"`
+	// Alignment is the word-region alignment accuracy, when the data has
+	// word-region ground truth and one model was evaluated.
+	Alignment *AlignmentScore `json:"alignment,omitempty"`
 }
 
 // WriteJSON writes r as a single-line JSON object followed by a newline.
 // Fields: protocol, images, captions, captions_per_image, fold_images,
 // i2t and t2i ({r1, r5, r10, medr, meanr}), rsum, ndcg ({name: {i2t,
-// t2i}}), ndcg_p, ndcg_nonzero_i2t, and folds (a list of {i2t, t2i, rsum,
-// ndcg}) when there are several folds.
+// t2i}}), ndcg_p, ndcg_nonzero_i2t, folds (a list of {i2t, t2i, rsum,
+// ndcg}) when there are several folds, and alignment ({accuracy, words})
+// when it was measured.
 func (r *Report) WriteJSON(w io.Writer) error {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -104,6 +108,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("mean", r.Metrics)
 	} else {
 		row(string(r.Protocol), r.Metrics)
+	}
+	if a := r.Alignment; a != nil {
+		fmt.Fprintf(&b, "\nword-region alignment accuracy: %.1f%% of %d grounded words\n", 100*a.Accuracy, a.Words)
 	}
 	lines := strings.Split(b.String(), "\n")
 	for i, l := range lines {

@@ -55,8 +55,8 @@ func TestLoadPretrainedBERT(t *testing.T) {
 	dir := t.TempDir()
 	want := writeHFBERT(t, dir, "")
 	cfg := Default()
-	cfg.ImageModel = ImageModelConfig{Name: "bottomup", FeatDim: 6, TransformerLayers: 1, Heads: 2, FF: 8, Hidden: 8, PosEncoding: "concat-and-process"}
-	cfg.Model = ModelConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
+	cfg.ImageModel = ImageConfig{Name: "bottomup", FeatDim: 6, TransformerLayers: 1, Heads: 2, FF: 8, Hidden: 8, PosEncoding: "concat-and-process"}
+	cfg.Model = JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
 	cfg.TextModel.Pretrain = dir
 	cfg.TextModel.ExtractionHiddenLayer = 2 // keep the first 2 of 3 layers, as TERAN keeps 6 of 12
 	tok, err := BuildTokenizer(cfg, nil)
@@ -66,11 +66,11 @@ func TestLoadPretrainedBERT(t *testing.T) {
 	if got := strings.Join(tok.Vocab().Tokens()[5:7], " "); got != "a red" {
 		t.Fatalf("tokenizer vocabulary starts %q, want the directory's vocab.txt", got)
 	}
-	m, err := NewWithTokenizer(cfg, tok)
+	m, err := New(cfg, tok, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bert := m.Text.(bertText).BERT
+	bert := m.(*TERAN).Text.(bertText).BERT
 	if len(bert.Layers) != 2 {
 		t.Fatalf("kept %d BERT layers, want 2", len(bert.Layers))
 	}
@@ -83,13 +83,13 @@ func TestLoadPretrainedBERT(t *testing.T) {
 		}
 	}
 	// The model's text pipeline runs on the loaded weights.
-	tx, _ := m.TextsOf([]string{"a red circle left of a blue square"})
+	tx := TextBatch(m, []string{"a red circle left of a blue square"})
 	if e := m.EncodeTexts(nil, tx); e.Vecs.HasNaN() {
 		t.Fatal("NaN in text vectors")
 	}
 	// A checkpoint of the fine-tuned model reloads without the BERT directory.
 	path := filepath.Join(t.TempDir(), "m.safetensors")
-	if err := m.Save(path, nil, nil); err != nil {
+	if err := Save(path, m, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	os.RemoveAll(dir)
@@ -98,7 +98,7 @@ func TestLoadPretrainedBERT(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if got, want := m2.Text.(bertText).BERT.Layers[1].Out.W.Data[3], bert.Layers[1].Out.W.Data[3]; got != want {
+	if got, want := m2.(*TERAN).Text.(bertText).BERT.Layers[1].Out.W.Data[3], bert.Layers[1].Out.W.Data[3]; got != want {
 		t.Fatalf("reloaded weight %v, want %v", got, want)
 	}
 }

@@ -2,93 +2,143 @@ package model
 
 import (
 	"context"
+	"fmt"
 
-	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/tensor"
 	"github.com/xmr-project/xmr/text"
 )
 
-// ImagesOf gathers images idx of regions into a model input batch: features
+// ImageSource is a collection of images as region features: what the image
+// encoders read. data.Regions implements it; so can an index or a user's
+// own features.
+type ImageSource interface {
+	// Len is the number of images.
+	Len() int
+	// Dims returns the number of region slots per image and the width of
+	// a region's features.
+	Dims() (regions, dim int)
+	// Image returns image i's features: regions*dim floats, slot after
+	// slot.
+	Image(i int) []float32
+	// NumRegions returns how many of image i's slots are real regions
+	// (the first ones); the rest is padding.
+	NumRegions(i int) int
+	// Box5 returns the spatial code [x1, y1, x2, y2, area] of region slot
+	// r of image i, normalised to [0, 1]; zero when unknown.
+	Box5(i, r int) [5]float32
+}
+
+// ImageBatch gathers images idx of src into an encoder batch: features
 // (B, R, D), box codes (B, R, 5) and the valid-region mask (B, R).
-func ImagesOf(reg *data.Regions, idx []int) Images {
-	b, r, d := len(idx), reg.R, reg.D
+func ImageBatch(src ImageSource, idx []int) Images {
+	r, d := src.Dims()
+	b := len(idx)
 	feat := tensor.New(b, r, d)
 	boxes := tensor.New(b, r, 5)
 	valid := tensor.New(b, r)
 	for k, i := range idx {
-		copy(feat.Data[k*r*d:(k+1)*r*d], reg.Image(i))
-		n := reg.NumRegions(i)
-		for j := 0; j < n; j++ {
+		copy(feat.Data[k*r*d:(k+1)*r*d], src.Image(i))
+		for j := 0; j < src.NumRegions(i); j++ {
 			valid.Data[k*r+j] = 1
-			bc := reg.Box5(i, j)
+			bc := src.Box5(i, j)
 			copy(boxes.Data[(k*r+j)*5:], bc[:])
 		}
 	}
 	return Images{Feat: feat, Boxes: boxes, Valid: valid}
 }
 
-// TextsOf tokenises captions into a model input batch, and returns the
-// tokenizer's batch too (for mapping tokens back to words).
-func (m *Model) TextsOf(captions []string) (Texts, *text.Batch) {
-	b := m.Tok.EncodeBatch(captions, text.EncodeOptions{MaxLen: m.Cfg.Dataset.MaxCaptionTokens})
+// TextBatch tokenises captions with m's tokenizer into an encoder batch,
+// truncated to the model's MaxCaptionTokens, with the alignment mask of the
+// model's config (no start/end tokens; no stop words with
+// exclude-stopwords).
+func TextBatch(m Model, captions []string) Texts {
+	cfg := m.Config()
+	tok := m.Tokenizer()
+	b := tok.EncodeBatch(captions, text.EncodeOptions{MaxLen: cfg.MaxCaptionTokens})
 	return Texts{
 		IDs:     b.IDs,
 		Valid:   tensor.FromData(b.FloatMask(), b.B, b.T),
-		Align:   tensor.FromData(alignMask(m.Tok, b, m.Cfg.Model.ExcludeStopwords), b.B, b.T),
+		Align:   tensor.FromData(alignMask(tok, b, cfg.Model.ExcludeStopwords), b.B, b.T),
+		Words:   b.Words,
 		Lengths: b.Lens,
-	}, b
+	}
 }
 
-// EncodeBatchSize is how many images or captions inference encodes at once.
-const EncodeBatchSize = 128
+// EncodeOptions tune EncodeImages and EncodeTexts. The zero value (and nil)
+// gives the defaults.
+type EncodeOptions struct {
+	// BatchSize is how many items are encoded at once; 0 means
+	// DefaultEncodeBatch.
+	BatchSize int
+	// Progress, if not nil, is called after each batch with the number of
+	// items done and the total.
+	Progress func(done, total int)
+}
 
-// EncodeRegions encodes every image of reg without a tape into a Bank.
-func (m *Model) EncodeRegions(ctx context.Context, reg *data.Regions) (*Bank, error) {
-	bank := &Bank{}
-	for lo := 0; lo < reg.N; lo += EncodeBatchSize {
+// DefaultEncodeBatch is how many images or captions inference encodes at
+// once by default.
+const DefaultEncodeBatch = 128
+
+func (o *EncodeOptions) batch() int {
+	if o == nil || o.BatchSize <= 0 {
+		return DefaultEncodeBatch
+	}
+	return o.BatchSize
+}
+
+func (o *EncodeOptions) progress(done, total int) {
+	if o != nil && o.Progress != nil {
+		o.Progress(done, total)
+	}
+}
+
+// EncodeImages encodes every image of src with m, without a tape. The
+// features must be as wide as the model's image-model.feat-dim.
+func EncodeImages(ctx context.Context, m Model, src ImageSource, o *EncodeOptions) (*Embeddings, error) {
+	_, d := src.Dims()
+	if want := m.Config().ImageModel.FeatDim; d != want {
+		return nil, fmt.Errorf("encode images: the %s model reads %d-d region features, the images have %d", m.Name(), want, d)
+	}
+	n, bs := src.Len(), o.batch()
+	out := &Embeddings{}
+	idx := make([]int, 0, bs)
+	for lo := 0; lo < n; lo += bs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		idx := make([]int, 0, EncodeBatchSize)
-		for i := lo; i < min(lo+EncodeBatchSize, reg.N); i++ {
+		idx = idx[:0]
+		for i := lo; i < min(lo+bs, n); i++ {
 			idx = append(idx, i)
 		}
-		var err error
-		var e *Embedded
-		if err = tensor.Try(func() { e = m.EncodeImages(nil, ImagesOf(reg, idx)) }); err != nil {
+		var enc *Encoded
+		if err := tensor.Try(func() { enc = m.EncodeImages(nil, ImageBatch(src, idx)) }); err != nil {
+			return nil, fmt.Errorf("encode images %d-%d: %w", lo, lo+len(idx)-1, err)
+		}
+		if err := out.Append(enc.Embeddings()); err != nil {
 			return nil, err
 		}
-		bank.Append(BankOf(e))
+		o.progress(lo+len(idx), n)
 	}
-	return bank, nil
+	return out, nil
 }
 
-// EncodeCaptions encodes captions without a tape into a Bank; it also
-// returns the tokenizer batches (EncodeBatchSize captions each), which map
-// tokens back to caption words.
-func (m *Model) EncodeCaptions(ctx context.Context, captions []string) (*Bank, []*text.Batch, error) {
-	bank := &Bank{}
-	var batches []*text.Batch
-	for lo := 0; lo < len(captions); lo += EncodeBatchSize {
+// EncodeTexts encodes captions with m, without a tape.
+func EncodeTexts(ctx context.Context, m Model, captions []string, o *EncodeOptions) (*Embeddings, error) {
+	n, bs := len(captions), o.batch()
+	out := &Embeddings{}
+	for lo := 0; lo < n; lo += bs {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		tx, tb := m.TextsOf(captions[lo:min(lo+EncodeBatchSize, len(captions))])
-		var e *Embedded
-		if err := tensor.Try(func() { e = m.EncodeTexts(nil, tx) }); err != nil {
-			return nil, nil, err
+		hi := min(lo+bs, n)
+		var enc *Encoded
+		if err := tensor.Try(func() { enc = m.EncodeTexts(nil, TextBatch(m, captions[lo:hi])) }); err != nil {
+			return nil, fmt.Errorf("encode captions %d-%d: %w", lo, hi-1, err)
 		}
-		bank.Append(BankOf(e))
-		batches = append(batches, tb)
+		if err := out.Append(enc.Embeddings()); err != nil {
+			return nil, err
+		}
+		o.progress(hi, n)
 	}
-	return bank, batches, nil
-}
-
-// ScoreMode is the scoring that Similarity uses at inference: "global" for
-// TERN, the alignment pooling for TERAN.
-func (m *Model) ScoreMode() string {
-	if m.Cfg.Model.Name == "tern" {
-		return "global"
-	}
-	return m.Cfg.Training.AlignmentMode
+	return out, nil
 }

@@ -1,8 +1,15 @@
 package model
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/nn"
@@ -10,87 +17,168 @@ import (
 )
 
 // FormatVersion identifies xmr model checkpoints in their metadata.
-const FormatVersion = "xmr-model/1"
+// Version 1 stored the whole training config under "config"; version 2
+// stores the model's config under "model_config" (see Config) and leaves
+// the rest to its writer (a training run stores its own config and state).
+const FormatVersion = "xmr-model/2"
 
-// Save writes the model's weights, config and vocabulary to a safetensors
-// file (atomically); extra tensors (e.g. optimiser state) and metadata are
-// stored beside them.
-func (m *Model) Save(path string, extra []nn.Named, meta map[string]string) error {
+const formatV1 = "xmr-model/1"
+
+// Metadata keys of a model checkpoint.
+const (
+	metaFormat    = "format"
+	metaModel     = "model"
+	metaConfig    = "model_config"
+	metaTokenizer = "tokenizer"
+	metaVocab     = "vocab"
+	metaConfigV1  = "config"
+)
+
+// BestCheckpoint is the checkpoint of a training run directory that Load
+// reads when given the directory.
+const BestCheckpoint = "best-rsum.safetensors"
+
+// Save writes m's weights, config and vocabulary to a safetensors file
+// (atomically); extra tensors (e.g. optimiser state) and metadata are stored
+// beside them.
+func Save(path string, m Model, extra []nn.Named, meta map[string]string) error {
 	var entries []checkpoint.Entry
 	for _, p := range append(m.Params(), extra...) {
 		entries = append(entries, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
 	}
-	md := map[string]string{
-		"format":    FormatVersion,
-		"config":    m.Cfg.Marshal(),
-		"tokenizer": m.Cfg.TokenizerKind(),
-		"vocab":     strings.Join(m.Tok.Vocab().Tokens(), "\n"),
-	}
+	cfg := m.Config()
+	md := map[string]string{}
 	for k, v := range meta {
 		md[k] = v
 	}
+	md[metaFormat] = FormatVersion
+	md[metaModel] = m.Name()
+	md[metaConfig] = cfg.Marshal()
+	md[metaTokenizer] = cfg.TokenizerKind()
+	md[metaVocab] = strings.Join(m.Tokenizer().Vocab().Tokens(), "\n")
 	return checkpoint.Save(path, entries, md)
 }
 
-// Load rebuilds a model from a checkpoint written by Save; the returned file
-// stays open for reading extra tensors and must be closed by the caller.
-func Load(path string) (*Model, *checkpoint.File, error) {
+// Load rebuilds a model from a checkpoint written by Save; path may also be
+// a training run directory, whose best-rsum checkpoint is read. The
+// returned file stays open for reading extra tensors and metadata and must
+// be closed by the caller.
+func Load(path string) (Model, *checkpoint.File, error) {
+	path, err := ResolveCheckpoint(path)
+	if err != nil {
+		return nil, nil, err
+	}
 	f, err := checkpoint.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	md := f.Metadata()
-	if md["format"] != FormatVersion {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: not an xmr model checkpoint (metadata format %q, want %q)", path, md["format"], FormatVersion)
-	}
-	cfg, err := ParseConfig([]byte(md["config"]))
+	m, err := fromFile(path, f)
 	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: stored config: %w", path, err)
-	}
-	// The weights come from the file: never read a pretrained BERT again.
-	cfg.TextModel.Pretrain = ""
-	tok, err := NewTokenizer(md["tokenizer"], text.NewVocab(strings.Split(md["vocab"], "\n")))
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: stored tokenizer: %w", path, err)
-	}
-	m, err := NewWithTokenizer(cfg, tok)
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var want []checkpoint.Entry
-	for _, p := range m.Params() {
-		want = append(want, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
-	}
-	if err := f.LoadInto(want, checkpoint.LoadOptions{AllowUnexpected: true}); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
 	return m, f, nil
 }
 
-// LoadExtra fills tensors stored beside the model (e.g. optimiser state)
-// from f.
-func LoadExtra(f *checkpoint.File, extra []nn.Named) error {
-	var want []checkpoint.Entry
-	for _, p := range extra {
-		want = append(want, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
+// ResolveCheckpoint returns path, or for a directory (a training run) the
+// best-rsum checkpoint in it; the error for a directory without one lists
+// the checkpoints it has.
+func ResolveCheckpoint(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return path, nil // checkpoint.Open reports a missing file
+	}
+	best := filepath.Join(path, BestCheckpoint)
+	if _, err := os.Stat(best); err == nil {
+		return best, nil
+	}
+	have, _ := filepath.Glob(filepath.Join(path, "*.safetensors"))
+	for i := range have {
+		have[i] = filepath.Base(have[i])
+	}
+	if len(have) == 0 {
+		return "", fmt.Errorf("%s is a directory without checkpoints (*.safetensors): give a checkpoint file or a training run directory", path)
+	}
+	return "", fmt.Errorf("%s: no %s in this directory; it has %s: name one of them", path, BestCheckpoint, strings.Join(have, ", "))
+}
+
+// fromFile builds the model a checkpoint describes and fills its weights.
+func fromFile(path string, f *checkpoint.File) (Model, error) {
+	md := f.Metadata()
+	var cfg Config
+	var err error
+	switch md[metaFormat] {
+	case FormatVersion:
+		cfg, err = ParseConfig([]byte(md[metaConfig]))
+	case formatV1:
+		cfg, err = parseConfigV1([]byte(md[metaConfigV1]))
+	default:
+		return nil, fmt.Errorf("%s: not an xmr model checkpoint (metadata format %q, want %q)", path, md[metaFormat], FormatVersion)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: stored config: %w", path, err)
+	}
+	// The weights come from the file: never read a pretrained BERT again.
+	cfg.TextModel.Pretrain = ""
+	tok, err := NewTokenizer(md[metaTokenizer], text.NewVocab(strings.Split(md[metaVocab], "\n")))
+	if err != nil {
+		return nil, fmt.Errorf("%s: stored tokenizer: %w", path, err)
+	}
+	m, err := New(cfg, tok, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := LoadTensors(f, m.Params()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// LoadTensors fills the named tensors from f (model weights, or tensors
+// stored beside them such as optimiser state); tensors of f that are not
+// asked for are ignored.
+func LoadTensors(f *checkpoint.File, ts []nn.Named) error {
+	want := make([]checkpoint.Entry, len(ts))
+	for i, p := range ts {
+		want[i] = checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data}
 	}
 	return f.LoadInto(want, checkpoint.LoadOptions{AllowUnexpected: true})
 }
 
-// NewWithTokenizer builds a model whose text vocabulary is tok's.
-func NewWithTokenizer(cfg Config, tok Tokenizer) (*Model, error) {
-	if cfg.TextModel.Pretrain == "" {
-		cfg.TextModel.VocabSize = tok.Vocab().Len()
+// parseConfigV1 reads the model part of a version-1 checkpoint's config: a
+// whole training config in the official layout, whose pooling and caption
+// length lived in its training and dataset sections.
+func parseConfigV1(b []byte) (Config, error) {
+	var v1 struct {
+		TextModel  yaml.Node `yaml:"text-model"`
+		ImageModel yaml.Node `yaml:"image-model"`
+		Model      yaml.Node `yaml:"model"`
+		Dataset    struct {
+			MaxCaptionTokens *int `yaml:"max-caption-tokens"`
+		} `yaml:"dataset"`
+		Training struct {
+			AlignmentMode *Scoring `yaml:"alignment-mode"`
+		} `yaml:"training"`
 	}
-	m, err := New(cfg)
-	if err != nil {
-		return nil, err
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&v1); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, err
 	}
-	m.Tok = tok
-	return m, nil
+	c := Default()
+	for _, s := range []struct {
+		node *yaml.Node
+		dst  any
+	}{{&v1.TextModel, &c.TextModel}, {&v1.ImageModel, &c.ImageModel}, {&v1.Model, &c.Model}} {
+		if s.node.Kind != 0 {
+			if err := s.node.Decode(s.dst); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	if v1.Dataset.MaxCaptionTokens != nil {
+		c.MaxCaptionTokens = *v1.Dataset.MaxCaptionTokens
+	}
+	if v1.Training.AlignmentMode != nil {
+		c.Pooling = *v1.Training.AlignmentMode
+	}
+	return c, c.Validate()
 }

@@ -1,28 +1,40 @@
 package model
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/tensor"
 	"github.com/xmr-project/xmr/text"
 )
 
-// tinyModel builds a model with a small random BERT (or another text
-// encoder) over a toy vocabulary.
-func tinyModel(t *testing.T, edit func(*Config)) *Model {
-	t.Helper()
+// tinyConfig is a small TERAN with a random BERT over a toy vocabulary.
+func tinyConfig(edit func(*Config)) Config {
 	cfg := Default()
-	cfg.ImageModel = ImageModelConfig{Name: "bottomup", FeatDim: 6, TransformerLayers: 1, Heads: 2, FF: 8, Hidden: 8, PosEncoding: "concat-and-process"}
-	cfg.TextModel = TextModelConfig{Name: "bert", WordDim: 8, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 8, MaxPositions: 16,
+	cfg.ImageModel = ImageConfig{Name: "bottomup", FeatDim: 6, TransformerLayers: 1, Heads: 2, FF: 8, Hidden: 8, PosEncoding: "concat-and-process"}
+	cfg.TextModel = TextConfig{Name: "bert", WordDim: 8, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 8, MaxPositions: 16,
 		EmbedDim: 8, Hidden: 4, Bidirectional: true, Layers: 1}
-	cfg.Model = ModelConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
-	cfg.Training.Margin = 0.2
+	cfg.Model = JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
 	if edit != nil {
 		edit(&cfg)
 	}
-	m, err := NewWithTokenizer(cfg, testTokenizer(t, cfg))
+	return cfg
+}
+
+// tinyModel builds a small model (see tinyConfig).
+func tinyModel(t testing.TB, edit func(*Config)) Model {
+	t.Helper()
+	cfg := tinyConfig(edit)
+	m, err := New(cfg, testTokenizer(t, cfg), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +42,7 @@ func tinyModel(t *testing.T, edit func(*Config)) *Model {
 }
 
 // testTokenizer is a toy vocabulary of the kind cfg's text model needs.
-func testTokenizer(t *testing.T, cfg Config) Tokenizer {
+func testTokenizer(t testing.TB, cfg Config) Tokenizer {
 	t.Helper()
 	toks := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "red", "blue", "circle", "square", "left", "of"}
 	var tok Tokenizer
@@ -46,44 +58,64 @@ func testTokenizer(t *testing.T, cfg Config) Tokenizer {
 	return tok
 }
 
-func tinyBatch(rng *rand.Rand, m *Model) (Images, Texts) {
-	feat := tensor.RandN(rng, 3, 4, 6)
-	boxes := tensor.New(3, 4, 5)
-	for i := range boxes.Data {
-		boxes.Data[i] = rng.Float32()
-	}
-	valid := tensor.FromData([]float32{1, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1}, 3, 4)
-	tx, _ := m.TextsOf([]string{"a red circle", "blue square left of a red circle", "a square"})
-	return Images{Feat: feat, Boxes: boxes, Valid: valid}, tx
+var tinyCaptions = []string{"a red circle", "blue square left of a red circle", "a square"}
+
+// tinyImages are 3 images of up to 4 regions of 6 features.
+type tinyImages struct {
+	feat  []float32
+	boxes [][5]float32
+	count []int
 }
 
-// TestModelGradients checks the whole model's gradient (every parameter
-// group, through both pipelines, the alignment pooling and the loss)
-// against finite differences.
-func TestModelGradients(t *testing.T) {
+func newTinyImages(rng *rand.Rand) *tinyImages {
+	im := &tinyImages{feat: make([]float32, 3*4*6), boxes: make([][5]float32, 12), count: []int{3, 2, 4}}
+	for i := range im.feat {
+		im.feat[i] = float32(rng.NormFloat64())
+	}
+	for i := range im.boxes {
+		for k := range 4 {
+			im.boxes[i][k] = rng.Float32()
+		}
+	}
+	return im
+}
+
+func (im *tinyImages) Len() int                 { return 3 }
+func (im *tinyImages) Dims() (int, int)         { return 4, 6 }
+func (im *tinyImages) Image(i int) []float32    { return im.feat[i*24 : (i+1)*24] }
+func (im *tinyImages) NumRegions(i int) int     { return im.count[i] }
+func (im *tinyImages) Box5(i, r int) [5]float32 { return im.boxes[i*4+r] }
+
+// TestEncoderGradients checks every model's gradient (every parameter
+// group, through both pipelines and the scoring) against finite
+// differences, with a smooth function of the similarities.
+func TestEncoderGradients(t *testing.T) {
 	cases := []struct {
 		name string
 		edit func(*Config)
+		s    Scoring
 	}{
-		{"teran-mrsw-bert", nil},
-		{"teran-symm-shared", func(c *Config) { c.Training.AlignmentMode = "Symm"; c.Model.SharedTransformer = true }},
-		{"tern", func(c *Config) { c.Model.Name = "tern"; c.Training.LossType = "matching" }},
-		{"tern-align", func(c *Config) { c.Model.Name = "tern"; c.Training.LossType = "matching+alignment" }},
-		{"teran-gru", func(c *Config) { c.TextModel.Name = "gru" }},
-		{"teran-lstm", func(c *Config) { c.TextModel.Name = "lstm" }},
-		{"teran-transformer", func(c *Config) { c.TextModel.Name = "transformer" }},
+		{"teran-mrsw-bert", nil, MrSw},
+		{"teran-symm-shared", func(c *Config) { c.Pooling = Symm; c.Model.SharedTransformer = true }, Symm},
+		{"tern-global", func(c *Config) { c.Model.Name = "tern" }, Global},
+		{"tern-mrsw", func(c *Config) { c.Model.Name = "tern" }, MrSw},
+		{"teran-global", nil, Global},
+		{"teran-gru", func(c *Config) { c.TextModel.Name = "gru" }, MrSw},
+		{"teran-lstm", func(c *Config) { c.TextModel.Name = "lstm" }, MwSr},
+		{"teran-transformer", func(c *Config) { c.TextModel.Name = "transformer" }, MrAvgw},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := tinyModel(t, func(cfg *Config) {
 				cfg.ImageModel.Dropout, cfg.TextModel.Dropout, cfg.Model.Dropout = 0, 0, 0
-				cfg.Training.MaxViolation = false // smooth enough for finite differences
 				if c.edit != nil {
 					c.edit(cfg)
 				}
 			})
 			rng := rand.New(rand.NewPCG(1, 1))
-			im, tx := tinyBatch(rng, m)
+			im := ImageBatch(newTinyImages(rng), []int{0, 1, 2})
+			tx := TextBatch(m, tinyCaptions)
+			weights := tensor.RandN(rng, 3, 3)
 			var params []*tensor.Tensor
 			names := map[*tensor.Tensor]string{}
 			for _, p := range m.Params() {
@@ -91,9 +123,9 @@ func TestModelGradients(t *testing.T) {
 				names[p.T] = p.Name
 			}
 			f := func(tp *tensor.Tape) *tensor.Tensor {
-				return m.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), 0)
+				s := Similarity(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), c.s)
+				return tp.SumAll(tp.Mul(s, weights))
 			}
-			// Every parameter must receive a gradient.
 			tp := tensor.NewTape()
 			tp.Backward(f(tp))
 			for _, p := range params {
@@ -105,11 +137,168 @@ func TestModelGradients(t *testing.T) {
 			for _, p := range params {
 				p.Grad = nil
 			}
-			err := tensor.GradCheck(f, params, tensor.GradCheckOptions{MaxPerInput: 4, Eps: 1e-3, ATol: 1e-2, RTol: 5e-2})
-			if err != nil {
-				// Name the parameter.
+			if err := tensor.GradCheck(f, params, tensor.GradCheckOptions{MaxPerInput: 4, Eps: 1e-3, ATol: 1e-2, RTol: 5e-2}); err != nil {
 				t.Fatal(fmt.Errorf("%w (params in order: first %s)", err, names[params[0]]))
 			}
 		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	if got := Names(); !slices.Equal(got, []string{"teran", "tern"}) {
+		t.Fatalf("Names() = %v", got)
+	}
+	for _, name := range Names() {
+		m := tinyModel(t, func(c *Config) { c.Model.Name = name })
+		if m.Name() != name {
+			t.Errorf("New built %q for %q", m.Name(), name)
+		}
+	}
+	cfg := tinyConfig(func(c *Config) { c.Model.Name = "vsepp" })
+	_, err := New(cfg, testTokenizer(t, cfg), 1)
+	if err == nil || !strings.Contains(err.Error(), "teran, tern") {
+		t.Fatalf("unknown model: error %v, want one listing teran, tern", err)
+	}
+}
+
+func TestScorings(t *testing.T) {
+	for _, s := range []string{"global", "MrSw", "mrsw", "MWSR", "Symm", "MrAvgw"} {
+		if _, err := ParseScoring(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	_, err := ParseScoring("bogus")
+	if err == nil || !strings.Contains(err.Error(), "global, MrSw, MwSr, Symm, MrAvgw") {
+		t.Fatalf("bogus scoring: error %v, want the valid names", err)
+	}
+	if m := tinyModel(t, func(c *Config) { c.Pooling = Symm }); m.Scoring() != Symm {
+		t.Errorf("TERAN scores with %v, configured Symm", m.Scoring())
+	}
+	if m := tinyModel(t, func(c *Config) { c.Model.Name = "tern" }); m.Scoring() != Global {
+		t.Errorf("TERN scores with %v, want global", m.Scoring())
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of teran, tern"},
+		{"pooling: MaxMax\n", "unknown scoring \"MaxMax\""},
+		{"pooling: global\n", "not an alignment pooling"},
+		{"model:\n  embed-size: 30\n  heads: 4\n", "does not divide"},
+		{"text-model:\n  name: elmo\n", "bert, gru, lstm, transformer"},
+		{"model:\n  nme: teran\n", "nme"}, // unknown key, with its line
+	}
+	for _, c := range cases {
+		_, err := ParseConfig([]byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one mentioning %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+// TestSaveLoad saves every model and reloads it, from the file and from
+// its run directory: same name, config, weights and embeddings.
+func TestSaveLoad(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	imgs := newTinyImages(rng)
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			m := tinyModel(t, func(c *Config) { c.Model.Name = name })
+			dir := t.TempDir()
+			path := filepath.Join(dir, BestCheckpoint)
+			if err := Save(path, m, nil, map[string]string{"note": "kept"}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{path, dir} {
+				m2, f, err := Load(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.Metadata()["note"] != "kept" {
+					t.Errorf("metadata lost")
+				}
+				f.Close()
+				if m2.Name() != name || m2.Config().Marshal() != m.Config().Marshal() {
+					t.Fatalf("reloaded %s with config\n%s\nwant %s with\n%s", m2.Name(), m2.Config().Marshal(), name, m.Config().Marshal())
+				}
+				checkSameEmbeddings(t, m, m2, imgs)
+			}
+		})
+	}
+}
+
+func checkSameEmbeddings(t *testing.T, a, b Model, imgs ImageSource) {
+	t.Helper()
+	ctx := context.Background()
+	ea, err := EncodeImages(ctx, a, imgs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := EncodeImages(ctx, b, imgs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta, _ := EncodeTexts(ctx, a, tinyCaptions, nil)
+	tb, _ := EncodeTexts(ctx, b, tinyCaptions, nil)
+	if !slices.Equal(ea.Vecs, eb.Vecs) || !slices.Equal(ea.Global, eb.Global) || !slices.Equal(ta.Vecs, tb.Vecs) {
+		t.Fatal("the reloaded model encodes differently")
+	}
+}
+
+// TestLoadVersion1 reads a checkpoint in the first format, whose metadata
+// held the whole training config (pooling under training, caption length
+// under dataset) and TERN w. Align's loss weights among the tensors.
+func TestLoadVersion1(t *testing.T) {
+	m := tinyModel(t, func(c *Config) { c.Model.Name = "tern" })
+	cfg := m.Config()
+	v1 := fmt.Sprintf("dataset:\n  name: synth\n  max-caption-tokens: 12\ntext-model:\n%simage-model:\n%smodel:\n%straining:\n  lr: 0.001\n  loss-type: matching+alignment\n  alignment-mode: MwSr\n",
+		indent(cfg.TextModel), indent(cfg.ImageModel), indent(cfg.Model))
+	var entries []checkpoint.Entry
+	for _, p := range m.Params() {
+		entries = append(entries, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
+	}
+	entries = append(entries, checkpoint.Entry{Name: "loss.log_vars", Shape: []int{2}, Data: []float32{0.1, 0.2}})
+	path := filepath.Join(t.TempDir(), "v1.safetensors")
+	md := map[string]string{"format": "xmr-model/1", "config": v1, "tokenizer": "wordpiece", "vocab": strings.Join(m.Tokenizer().Vocab().Tokens(), "\n")}
+	if err := checkpoint.Save(path, entries, md); err != nil {
+		t.Fatal(err)
+	}
+	m2, f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if m2.Name() != "tern" || m2.Config().Pooling != MwSr || m2.Config().MaxCaptionTokens != 12 {
+		t.Fatalf("v1 checkpoint read as %s, pooling %v, max tokens %d", m2.Name(), m2.Config().Pooling, m2.Config().MaxCaptionTokens)
+	}
+	checkSameEmbeddings(t, m, m2, newTinyImages(rand.New(rand.NewPCG(3, 3))))
+}
+
+func indent(v any) string {
+	y, err := yaml.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	b := string(y)
+	var out strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(b, "\n"), "\n") {
+		out.WriteString("  " + l + "\n")
+	}
+	return out.String()
+}
+
+func TestResolveCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ResolveCheckpoint(dir); err == nil || !strings.Contains(err.Error(), "without checkpoints") {
+		t.Errorf("empty directory: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "last.safetensors"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ResolveCheckpoint(dir); err == nil || !strings.Contains(err.Error(), "last.safetensors") {
+		t.Errorf("directory without best-rsum: %v, want the list of what it has", err)
+	}
+	if p, err := ResolveCheckpoint("x.safetensors"); err != nil || p != "x.safetensors" {
+		t.Errorf("file path: %q, %v", p, err)
 	}
 }

@@ -1,94 +1,131 @@
 package model
 
 import (
+	"container/heap"
 	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
 
 	"github.com/xmr-project/xmr/blas"
+	"github.com/xmr-project/xmr/tensor"
 )
 
-// Bank holds encoded items of one modality for scoring without a tape:
-// N items of up to L vectors of E floats, with a mask of the vectors that
-// take part in the alignment and the global (CLS) vectors.
-type Bank struct {
-	N, L, E int
-	Vecs    []float32 // (N, L, E), L2-normalised
-	Mask    []float32 // (N, L)
-	CLS     []float32 // (N, E)
+// This file holds every score in two forms side by side: Similarity on
+// padded, masked tensors with autodiff (training), and ScoreMatrix on
+// Embeddings without a tape (evaluation, the demo, the index). A test on
+// random inputs holds them equal. The alignment poolings (TERAN eq. 3-4),
+// for an image of regions r and a caption of words w, with A[r, w] the
+// cosine of region r and word w:
+//
+//	MrSw   = sum over w of max over r of A[r, w]
+//	MwSr   = sum over r of max over w of A[r, w]
+//	Symm   = MrSw + MwSr
+//	MrAvgw = MrSw / number of words
+//
+// Global is the cosine of the two global vectors. Masked regions cannot win
+// a max and masked words add nothing to a sum.
+
+// Similarity scores every image against every caption of a batch: (B, C),
+// recording on tp for backpropagation when tp is not nil.
+func Similarity(tp *tensor.Tape, img, txt *Encoded, s Scoring) *tensor.Tensor {
+	switch s {
+	case Global:
+		return tp.MatMul(img.Global, txt.Global, false, true)
+	case MrSw, MwSr, Symm, MrAvgw:
+		return alignmentSimilarity(tp, img, txt, s)
+	}
+	panic(fmt.Sprintf("model: Similarity with unknown scoring %q", s)) // Scoring values are validated when parsed
 }
 
-// BankOf copies an Embedded (computed without a tape) into a Bank.
-func BankOf(e *Embedded) *Bank {
-	n, l, d := e.Vecs.Shape[0], e.Vecs.Shape[1], e.Vecs.Shape[2]
-	return &Bank{N: n, L: l, E: d, Vecs: append([]float32(nil), e.Vecs.Data...), Mask: append([]float32(nil), e.Mask.Data...), CLS: append([]float32(nil), e.CLS.Data...)}
+// Alignments returns the region-word alignment matrices of every image
+// against every caption, A[b, r, c, w] = <region r of image b, word w of
+// caption c>, shape (B, L1, C, L2): one matrix product of all regions by all
+// words.
+func Alignments(tp *tensor.Tape, img, txt *Encoded) *tensor.Tensor {
+	b, l1, e := img.Vecs.Shape[0], img.Vecs.Shape[1], img.Vecs.Shape[2]
+	c, l2 := txt.Vecs.Shape[0], txt.Vecs.Shape[1]
+	a := tp.MatMul(tp.Reshape(img.Vecs, b*l1, e), tp.Reshape(txt.Vecs, c*l2, e), false, true) // (B*L1, C*L2)
+	return tp.Reshape(a, b, l1, c, l2)
 }
 
-// Append adds the items of o (same L and E) to b. Banks with different L
-// are padded to the larger L.
-func (b *Bank) Append(o *Bank) {
-	if b.N == 0 {
-		*b = Bank{N: o.N, L: o.L, E: o.E, Vecs: append([]float32(nil), o.Vecs...), Mask: append([]float32(nil), o.Mask...), CLS: append([]float32(nil), o.CLS...)}
-		return
+// alignmentSimilarity pools the alignment matrices into scores (B, C).
+func alignmentSimilarity(tp *tensor.Tape, img, txt *Encoded, s Scoring) *tensor.Tensor {
+	a := Alignments(tp, img, txt) // (B, L1, C, L2)
+	b, l1, c, l2 := a.Shape[0], a.Shape[1], a.Shape[2], a.Shape[3]
+	regMask := tensor.FromData(img.Mask.Data, b, l1, 1, 1)
+	wordMask := tensor.FromData(txt.Mask.Data, 1, 1, c, l2)
+	mrsw := func() *tensor.Tensor {
+		mx, _ := tp.Max(a, 1, false, regMask)                                         // (B, C, L2)
+		return tp.Sum(tp.Mul(mx, tensor.FromData(txt.Mask.Data, 1, c, l2)), false, 2) // (B, C)
 	}
-	if o.L > b.L {
-		b.pad(o.L)
+	mwsr := func() *tensor.Tensor {
+		mx, _ := tp.Max(a, 3, false, wordMask)                                        // (B, L1, C)
+		return tp.Sum(tp.Mul(mx, tensor.FromData(img.Mask.Data, b, l1, 1)), false, 1) // (B, C)
 	}
-	if o.L < b.L {
-		o = o.padded(b.L)
+	switch s {
+	case MwSr:
+		return mwsr()
+	case Symm:
+		return tp.Add(mrsw(), mwsr())
+	case MrAvgw:
+		cnt := tensor.New(1, c)
+		for j := 0; j < c; j++ {
+			var n float32
+			for w := 0; w < l2; w++ {
+				n += txt.Mask.Data[j*l2+w]
+			}
+			cnt.Data[j] = max(n, 1)
+		}
+		return tp.Div(mrsw(), cnt)
+	default: // MrSw
+		return mrsw()
 	}
-	b.Vecs = append(b.Vecs, o.Vecs...)
-	b.Mask = append(b.Mask, o.Mask...)
-	b.CLS = append(b.CLS, o.CLS...)
-	b.N += o.N
 }
 
-func (b *Bank) pad(l int) { *b = *b.padded(l) }
-
-func (b *Bank) padded(l int) *Bank {
-	out := &Bank{N: b.N, L: l, E: b.E, Vecs: make([]float32, b.N*l*b.E), Mask: make([]float32, b.N*l), CLS: b.CLS}
-	for i := 0; i < b.N; i++ {
-		copy(out.Vecs[i*l*b.E:], b.Vecs[i*b.L*b.E:(i+1)*b.L*b.E])
-		copy(out.Mask[i*l:], b.Mask[i*b.L:(i+1)*b.L])
+// ScoreMatrix returns the (images.Len() x texts.Len()) similarity matrix,
+// row-major, with scoring s. Alignment poolings run one matrix product per
+// block of images and captions and pool it directly, in parallel over all
+// cores, so memory stays bounded. Cancelling ctx stops it with ctx's error.
+func ScoreMatrix(ctx context.Context, images, texts *Embeddings, s Scoring) ([]float32, error) {
+	ni, nt := images.Len(), texts.Len()
+	if ni > 0 && nt > 0 && images.Dim != texts.Dim {
+		return nil, fmt.Errorf("score: image vectors have %d dimensions, caption vectors %d", images.Dim, texts.Dim)
 	}
-	return out
-}
-
-// ScoreMatrix returns the (images.N x texts.N) similarity matrix, row-major,
-// with the given scoring: "global" (CLS cosine, TERN) or an alignment
-// pooling (MrSw, MwSr, Symm, MrAvgw). It works in blocks so that memory stays
-// bounded, in parallel over all cores.
-func ScoreMatrix(ctx context.Context, images, texts *Bank, mode string) ([]float32, error) {
-	out := make([]float32, images.N*texts.N)
-	if mode == "global" {
-		blas.Sgemm(false, true, images.N, texts.N, images.E, 1, images.CLS, images.E, texts.CLS, texts.E, 0, out, texts.N)
+	out := make([]float32, ni*nt)
+	if ni == 0 || nt == 0 {
 		return out, nil
+	}
+	switch s {
+	case Global:
+		blas.Sgemm(false, true, ni, nt, images.Dim, 1, images.Global, images.Dim, texts.Global, texts.Dim, 0, out, nt)
+		return out, nil
+	case MrSw, MwSr, Symm, MrAvgw:
+	default:
+		return nil, fmt.Errorf("score: unknown scoring %q (want %s)", s, joinScorings(scorings))
 	}
 	const imgBlock, txtBlock = 16, 512
 	type job struct{ i0, t0 int }
 	jobs := make(chan job)
 	var wg sync.WaitGroup
-	workers := runtime.GOMAXPROCS(0)
-	var firstErr error
-	var once sync.Once
-	for w := 0; w < workers; w++ {
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]float32, imgBlock*images.L*txtBlock*texts.L)
+			var buf []float32
 			for j := range jobs {
-				i1, t1 := min(j.i0+imgBlock, images.N), min(j.t0+txtBlock, texts.N)
-				scoreBlock(images, texts, j.i0, i1, j.t0, t1, mode, buf, out)
+				buf = poolBlock(images, texts, j.i0, min(j.i0+imgBlock, ni), j.t0, min(j.t0+txtBlock, nt), s, buf, out)
 			}
 		}()
 	}
+	var err error
 loop:
-	for i0 := 0; i0 < images.N; i0 += imgBlock {
-		for t0 := 0; t0 < texts.N; t0 += txtBlock {
+	for i0 := 0; i0 < ni; i0 += imgBlock {
+		for t0 := 0; t0 < nt; t0 += txtBlock {
 			select {
 			case <-ctx.Done():
-				once.Do(func() { firstErr = ctx.Err() })
+				err = ctx.Err()
 				break loop
 			case jobs <- job{i0, t0}:
 			}
@@ -96,66 +133,184 @@ loop:
 	}
 	close(jobs)
 	wg.Wait()
-	return out, firstErr
+	return out, err
 }
 
-// scoreBlock scores images [i0, i1) against texts [t0, t1) into out.
-func scoreBlock(images, texts *Bank, i0, i1, t0, t1 int, mode string, buf, out []float32) {
-	l1, l2, e := images.L, texts.L, images.E
-	rows, cols := (i1-i0)*l1, (t1-t0)*l2
+// poolBlock scores images [i0, i1) against texts [t0, t1) into out (rows
+// of texts.Len()), computing the block's alignment matrix with one GEMM
+// into buf (grown as needed and returned).
+func poolBlock(images, texts *Embeddings, i0, i1, t0, t1 int, s Scoring, buf, out []float32) []float32 {
+	e := images.Dim
+	r0, rows := images.Offsets[i0], images.Offsets[i1]-images.Offsets[i0]
+	c0, cols := texts.Offsets[t0], texts.Offsets[t1]-texts.Offsets[t0]
+	if rows*cols > cap(buf) {
+		buf = make([]float32, rows*cols)
+	}
 	a := buf[:rows*cols]
-	// A = regions (rows, E) x words (cols, E)^T: one GEMM per block.
-	blas.Sgemm(false, true, rows, cols, e, 1, images.Vecs[i0*l1*e:i1*l1*e], e, texts.Vecs[t0*l2*e:t1*l2*e], e, 0, a, cols)
-	negInf := float32(math.Inf(-1))
-	colMax := make([]float32, l2)
+	if rows > 0 && cols > 0 {
+		// A = regions (rows, E) x words (cols, E)^T.
+		blas.Sgemm(false, true, rows, cols, e, 1, images.Vecs[r0*e:(r0+rows)*e], e, texts.Vecs[c0*e:(c0+cols)*e], e, 0, a, cols)
+	}
+	nt := texts.Len()
+	var colMax []float32
 	for i := i0; i < i1; i++ {
-		rm := images.Mask[i*l1 : (i+1)*l1]
+		ra, rb := images.Offsets[i]-r0, images.Offsets[i+1]-r0
 		for t := t0; t < t1; t++ {
-			wm := texts.Mask[t*l2 : (t+1)*l2]
+			ca, cb := texts.Offsets[t]-c0, texts.Offsets[t+1]-c0
+			colMax = poolPair(a, cols, ra, rb, ca, cb, colMax)
 			var mrsw, mwsr float32
-			nw := 0
-			for w := range colMax {
-				colMax[w] = negInf
+			for _, v := range colMax {
+				mrsw += v
 			}
-			for r := 0; r < l1; r++ {
-				if rm[r] == 0 {
-					continue
-				}
-				row := a[((i-i0)*l1+r)*cols+(t-t0)*l2:][:l2]
-				rowMax := negInf
-				for w, v := range row {
-					if wm[w] == 0 {
-						continue
+			if s == MwSr || s == Symm {
+				for r := ra; r < rb; r++ {
+					row := a[r*cols+ca : r*cols+cb]
+					if len(row) == 0 {
+						break
 					}
-					if v > colMax[w] {
-						colMax[w] = v
+					best := row[0]
+					for _, v := range row[1:] {
+						best = max(best, v)
 					}
-					if v > rowMax {
-						rowMax = v
-					}
-				}
-				if rowMax != negInf {
-					mwsr += rowMax
+					mwsr += best
 				}
 			}
-			for w, v := range colMax {
-				if wm[w] != 0 && v != negInf {
-					mrsw += v
-					nw++
-				}
-			}
-			var s float32
-			switch mode {
-			case "MwSr":
-				s = mwsr
-			case "Symm":
-				s = mrsw + mwsr
-			case "MrAvgw":
-				s = mrsw / float32(max(nw, 1))
+			var v float32
+			switch s {
+			case MwSr:
+				v = mwsr
+			case Symm:
+				v = mrsw + mwsr
+			case MrAvgw:
+				v = mrsw / float32(max(cb-ca, 1))
 			default:
-				s = mrsw
+				v = mrsw
 			}
-			out[i*texts.N+t] = s
+			out[i*nt+t] = v
 		}
 	}
+	return buf
+}
+
+// poolPair returns, for the alignment sub-matrix of rows [ra, rb) (regions)
+// and columns [ca, cb) (words) of a (row stride cols), the max over regions
+// of each word; a word with no region gets 0, as a fully masked max does in
+// Similarity.
+func poolPair(a []float32, cols, ra, rb, ca, cb int, colMax []float32) []float32 {
+	colMax = colMax[:0]
+	if rb == ra {
+		for range cb - ca {
+			colMax = append(colMax, 0)
+		}
+		return colMax
+	}
+	colMax = append(colMax, a[ra*cols+ca:ra*cols+cb]...)
+	for r := ra + 1; r < rb; r++ {
+		row := a[r*cols+ca : r*cols+cb]
+		for w, v := range row {
+			colMax[w] = max(colMax[w], v)
+		}
+	}
+	return colMax
+}
+
+// WordAlignments returns the alignment matrix of caption c of texts and
+// image i of images: texts.Count(c) rows (one per word vector) of
+// images.Count(i) cosines, row-major.
+func WordAlignments(images *Embeddings, i int, texts *Embeddings, c int) []float32 {
+	nr, nw := images.Count(i), texts.Count(c)
+	out := make([]float32, nw*nr)
+	if nr > 0 && nw > 0 {
+		blas.Sgemm(false, true, nw, nr, texts.Dim, 1, texts.Item(c), texts.Dim, images.Item(i), images.Dim, 0, out, nr)
+	}
+	return out
+}
+
+// WordMatch is one caption word's best region in an image.
+type WordMatch struct {
+	Word   int     // index of the word in strings.Fields(caption)
+	Region int     // index of the region in the image's features
+	Cosine float32 // their cosine: the word's contribution to MrSw
+}
+
+// MatchWords returns, for every word of caption c that takes part in the
+// alignment, the region of image i its first token aligns with best, in
+// the order of the words. This is the alignment behind the MrSw score (the
+// paper's Fig. 7).
+func MatchWords(images *Embeddings, i int, texts *Embeddings, c int) []WordMatch {
+	a := WordAlignments(images, i, texts, c)
+	nr := images.Count(i)
+	if nr == 0 {
+		return nil
+	}
+	regions, words := images.ItemPos(i), texts.ItemPos(c)
+	var out []WordMatch
+	seen := map[int32]bool{}
+	for k, w := range words {
+		if w < 0 || seen[w] {
+			continue
+		}
+		seen[w] = true
+		row := a[k*nr : (k+1)*nr]
+		best := 0
+		for r, v := range row {
+			if v > row[best] {
+				best = r
+			}
+		}
+		out = append(out, WordMatch{Word: int(w), Region: int(regions[best]), Cosine: row[best]})
+	}
+	return out
+}
+
+// Hit is one retrieved item and its score.
+type Hit struct {
+	Index int
+	Score float32
+}
+
+// TopK returns the k highest scores, best first; ties keep the lower
+// index first. NaN scores rank last.
+func TopK(scores []float32, k int) []Hit {
+	k = min(k, len(scores))
+	if k <= 0 {
+		return nil
+	}
+	h := make(hitHeap, 0, k)
+	for i, s := range scores {
+		if math.IsNaN(float64(s)) {
+			s = float32(math.Inf(-1))
+		}
+		if len(h) < k {
+			heap.Push(&h, Hit{i, s})
+		} else if s > h[0].Score {
+			h[0] = Hit{i, s}
+			heap.Fix(&h, 0)
+		}
+	}
+	out := make([]Hit, len(h))
+	for j := len(h) - 1; j >= 0; j-- {
+		out[j] = heap.Pop(&h).(Hit)
+	}
+	return out
+}
+
+// hitHeap is a min-heap of hits by score; among equal scores the higher
+// index is smaller, so that it is evicted first.
+type hitHeap []Hit
+
+func (h hitHeap) Len() int { return len(h) }
+func (h hitHeap) Less(a, b int) bool {
+	if h[a].Score != h[b].Score {
+		return h[a].Score < h[b].Score
+	}
+	return h[a].Index > h[b].Index
+}
+func (h hitHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *hitHeap) Push(x any)   { *h = append(*h, x.(Hit)) }
+func (h *hitHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -104,7 +104,7 @@ func sinusoid(n, d int) *tensor.Tensor {
 }
 
 // newTextEncoder builds the text pipeline that cfg selects.
-func newTextEncoder(rng *rand.Rand, cfg TextModelConfig) (TextEncoder, error) {
+func newTextEncoder(rng *rand.Rand, cfg TextConfig) (TextEncoder, error) {
 	switch cfg.Name {
 	case "bert":
 		var b *BERT

@@ -27,14 +27,6 @@ func NewTokenizer(kind string, v *text.Vocab) (Tokenizer, error) {
 	return nil, fmt.Errorf("unknown tokenizer %q (want wordpiece or words)", kind)
 }
 
-// TokenizerKind returns "wordpiece" for BERT models and "words" otherwise.
-func (c Config) TokenizerKind() string {
-	if c.TextModel.Name == "bert" {
-		return "wordpiece"
-	}
-	return "words"
-}
-
 // BuildTokenizer makes the tokenizer a config asks for: the WordPiece
 // vocabulary of a pretrained BERT (or the configured vocab file), or, for a
 // randomly initialised BERT and the word encoders, a vocabulary of the

@@ -1,6 +1,8 @@
-// Package train trains TERAN and TERN models: batching, the optimisation
-// loop with schedules and clipping, periodic validation with the papers'
-// metrics, best-checkpoint keeping, exact resume, and training curves.
+// Package train trains the models of package model: the training configs
+// (the official YAML layout), the losses, batching, the optimisation loop
+// with schedules and clipping, periodic validation with the papers' metrics
+// (through eval.EvaluateModels, the one evaluation path), best-checkpoint
+// keeping, exact resume, and training curves.
 package train
 
 import (
@@ -13,23 +15,18 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/model"
-	"github.com/xmr-project/xmr/nn"
-	"github.com/xmr-project/xmr/optim"
 	"github.com/xmr-project/xmr/progress"
-	"github.com/xmr-project/xmr/tensor"
 )
 
 // Options configure a training run.
 type Options struct {
-	Config model.Config
+	Config Config
 	// Data is a dataset directory in the precomp layout (train and dev
 	// splits); it overrides Config.Dataset.Data.
 	Data string
@@ -122,7 +119,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cfg.ImageModel.FeatDim = trainSplit.Images.D
 	}
 
-	var m *model.Model
+	var m model.Model
 	var st state
 	lastPath := filepath.Join(o.Out, "last.safetensors")
 	var resumed *checkpoint.File
@@ -133,27 +130,37 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		defer f.Close()
 		resumed = f
-		if err := json.Unmarshal([]byte(f.Metadata()["train_state"]), &st); err != nil {
-			return nil, fmt.Errorf("resume: %s: train_state: %w", lastPath, err)
+		md := f.Metadata()
+		if err := json.Unmarshal([]byte(md[metaState]), &st); err != nil {
+			return nil, fmt.Errorf("resume: %s: %s: %w", lastPath, metaState, err)
+		}
+		stored := md[metaConfig]
+		if stored == "" {
+			stored = md["config"] // checkpoints of the first format
 		}
 		// The stored config built the weights; only the data may move.
-		lm.Cfg.Dataset.Data = cfg.Dataset.Data
-		m, cfg = lm, lm.Cfg
+		data := cfg.Dataset.Data
+		if cfg, err = ParseConfig([]byte(stored)); err != nil {
+			return nil, fmt.Errorf("resume: %s: stored training config: %w", lastPath, err)
+		}
+		cfg.Dataset.Data = data
+		m = lm
 		slog.Info("resuming", "from", lastPath, "iter", st.Iter, "epoch", st.Epoch)
 	} else {
-		tok, err := model.BuildTokenizer(cfg, trainSplit.Captions)
+		mc := cfg.ModelConfig()
+		tok, err := model.BuildTokenizer(mc, trainSplit.Captions)
 		if err != nil {
 			return nil, err
 		}
-		if m, err = model.NewWithTokenizer(cfg, tok); err != nil {
+		if m, err = model.New(mc, tok, cfg.Training.Seed); err != nil {
 			return nil, err
 		}
+		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
 		st.BestRSum, st.BestNDCG = -1, -1
 	}
 	if err := atomicfile.WriteBytes(filepath.Join(o.Out, "config.yaml"), []byte(cfg.Marshal())); err != nil {
 		return nil, err
 	}
-
 	tc := cfg.Training
 	nCaps := trainSplit.NumCaptions()
 	if nCaps < 2 {
@@ -161,16 +168,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	bs := min(tc.BatchSize, nCaps)
 	itersPerEpoch := nCaps / bs // the last partial batch is dropped, as VSE++ does
-	opt, err := newOptimizer(m, itersPerEpoch)
+	stepper, err := NewStepper(m, tc, itersPerEpoch)
 	if err != nil {
 		return nil, err
 	}
 	if resumed != nil {
-		if err := loadOptimizer(resumed, opt); err != nil {
+		if err := stepper.Load(resumed); err != nil {
 			return nil, fmt.Errorf("resume: %s: %w", lastPath, err)
 		}
 	}
-	val, err := newValidator(ctx, m, devSplit, cfg.Dataset.Data, o.ValImages)
+	grounding, err := data.LoadGrounding(cfg.Dataset.Data, "dev")
+	if err != nil {
+		return nil, err
+	}
+	val, err := newValidator(ctx, m, devSplit, grounding, o.ValImages)
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +190,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.MaxIters > 0 {
 		totalIters = min(totalIters, o.MaxIters)
 	}
-	params := trainable(m)
-	tp := tensor.NewTape()
 	bar := progress.New("train", int64(totalIters), "it")
 	bar.Add(int64(st.Iter))
 	start := time.Now()
@@ -196,11 +205,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return err
 		}
-		var extra []nn.Named
-		if withOptimizer {
-			extra = optimizerTensors(opt)
-		}
-		return m.Save(path, extra, map[string]string{"train_state": string(sb)})
+		return model.Save(path, m, stepper.Tensors(withOptimizer), map[string]string{metaState: string(sb), metaConfig: cfg.Marshal()})
 	}
 	validate := func() error {
 		rec, err := val.run(ctx)
@@ -209,7 +214,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		rec.Iter, rec.Epoch = st.Iter, st.Epoch
 		rec.Seconds = elapsedBefore + time.Since(start).Seconds()
-		rec.LR = opt.LR(0)
+		rec.LR = stepper.LR()
 		if lossN > 0 {
 			rec.Loss = lossSum / float64(lossN)
 		}
@@ -249,7 +254,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		order := epochOrder(tc.Seed, st.Epoch, nCaps)
 		caps := order[st.Pos : st.Pos+bs]
-		loss, err := step(tp, m, trainSplit, caps, tc, params, opt, st.Iter)
+		loss, err := stepper.Step(batchOf(m, trainSplit, caps), st.Iter)
 		if err != nil {
 			return nil, fmt.Errorf("iteration %d: %w", st.Iter, err)
 		}
@@ -301,35 +306,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// step runs one optimisation step on the captions caps (and their images)
-// and returns the loss.
-func step(tp *tensor.Tape, m *model.Model, s *data.Split, caps []int, tc model.TrainingConfig, params []*tensor.Tensor, opt *optim.Adam, iter int) (loss float64, err error) {
+// batchOf gathers the captions caps of s and their images into a batch of
+// matching pairs.
+func batchOf(m model.Model, s *data.Split, caps []int) Batch {
 	imgIdx := make([]int, len(caps))
 	texts := make([]string, len(caps))
 	for k, c := range caps {
 		imgIdx[k] = s.ImageOf(c)
 		texts[k] = s.Captions[c]
 	}
-	tx, _ := m.TextsOf(texts)
-	im := model.ImagesOf(s.Images, imgIdx)
-	tp.Seed(tc.Seed, uint64(iter))
-	err = tensor.Try(func() {
-		img := m.EncodeImages(tp, im)
-		txt := m.EncodeTexts(tp, tx)
-		l := m.Loss(tp, img, txt, iter)
-		tp.Backward(l)
-		loss = float64(l.Item())
-	})
-	tp.Reset()
-	if err != nil {
-		return 0, err
-	}
-	if tc.GradClip > 0 {
-		optim.ClipGradNorm(params, tc.GradClip)
-	}
-	opt.Step()
-	opt.ZeroGrad()
-	return loss, nil
+	return Batch{Images: model.ImageBatch(s.Images, imgIdx), Texts: model.TextBatch(m, texts)}
 }
 
 // epochOrder is the shuffled caption order of an epoch, a function of the
@@ -339,89 +325,9 @@ func epochOrder(seed uint64, epoch, n int) []int {
 	return rng.Perm(n)
 }
 
-func trainable(m *model.Model) []*tensor.Tensor {
-	var out []*tensor.Tensor
-	for _, p := range m.Params() {
-		if p.T.RequiresGrad() {
-			out = append(out, p.T)
-		}
-	}
-	return out
-}
-
-// newOptimizer makes Adam with a BERT group and a group for the rest, and
-// the configured schedule.
-func newOptimizer(m *model.Model, itersPerEpoch int) (*optim.Adam, error) {
-	tc := m.Cfg.Training
-	var bert, rest []optim.NamedParam
-	for _, p := range m.Params() {
-		if !p.T.RequiresGrad() {
-			continue
-		}
-		np := optim.NamedParam{Name: p.Name, T: p.T}
-		if model.IsBERTParam(p.Name) {
-			bert = append(bert, np)
-		} else {
-			rest = append(rest, np)
-		}
-	}
-	bertLR := tc.BERTLR
-	if bertLR == 0 {
-		bertLR = tc.LR
-	}
-	groups := []optim.Group{{Name: "model", Params: optim.Tensors(rest), LR: tc.LR}}
-	if len(bert) > 0 {
-		groups = append(groups, optim.Group{Name: "bert", Params: optim.Tensors(bert), LR: bertLR})
-	}
-	var sched optim.Product
-	if tc.Scheduler == "steplr" && tc.StepSize > 0 {
-		sched = append(sched, optim.Epochs{Iters: itersPerEpoch, Schedule: optim.StepDecay{Every: tc.StepSize, Gamma: tc.Gamma}})
-	}
-	if tc.WarmupPeriod > 0 {
-		sched = append(sched, optim.Warmup{Iters: tc.WarmupPeriod})
-	}
-	opt, err := optim.NewAdam(groups, optim.Config{Schedule: sched})
-	if err != nil {
-		return nil, err
-	}
-	if err := opt.SetNames(append(rest, bert...)); err != nil {
-		return nil, err
-	}
-	return opt, nil
-}
-
-const optimPrefix = "optim."
-
-// optimizerTensors names the optimiser state for a checkpoint.
-func optimizerTensors(opt *optim.Adam) []nn.Named {
-	st := opt.State()
-	keys := make([]string, 0, len(st))
-	for k := range st {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]nn.Named, len(keys))
-	for i, k := range keys {
-		out[i] = nn.Named{Name: optimPrefix + k, T: st[k]}
-	}
-	return out
-}
-
-// loadOptimizer restores the optimiser state stored by optimizerTensors.
-func loadOptimizer(f *checkpoint.File, opt *optim.Adam) error {
-	st := map[string]*tensor.Tensor{}
-	for _, name := range f.Names() {
-		if !strings.HasPrefix(name, optimPrefix) {
-			continue
-		}
-		d, shape, err := f.Tensor(name)
-		if err != nil {
-			return err
-		}
-		st[strings.TrimPrefix(name, optimPrefix)] = tensor.FromData(d, shape...)
-	}
-	if len(st) == 0 {
-		return errors.New("no optimiser state (optim.*) in the checkpoint")
-	}
-	return opt.LoadState(st)
-}
+// Metadata keys that a run adds to its checkpoints: its whole training
+// config and the loop's state (for --resume).
+const (
+	metaConfig = "train_config"
+	metaState  = "train_state"
+)

@@ -44,8 +44,8 @@ func TestMain(m *testing.M) {
 }
 
 // tinyConfig is a small TERAN/TERN for tests.
-func tinyConfig(t testing.TB, base string) model.Config {
-	cfg, err := model.LoadConfig(filepath.Join("..", "configs", base))
+func tinyConfig(t testing.TB, base string) Config {
+	cfg, err := LoadConfig(filepath.Join("..", "configs", base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func tinyConfig(t testing.TB, base string) model.Config {
 
 func BenchmarkTrainStep(b *testing.B) {
 	dir := testWorld(b)
-	cfg, err := model.LoadConfig(filepath.Join("..", "configs", "teran-mrsw-small.yaml"))
+	cfg, err := LoadConfig(filepath.Join("..", "configs", "teran-mrsw-small.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,15 +80,15 @@ func TestModelsLearn(t *testing.T) {
 		name   string
 		config string
 		iters  int
-		edit   func(*model.Config)
+		edit   func(*Config)
 	}{
 		{"teran-mrsw", "teran-mrsw-small.yaml", 250, nil},
-		{"teran-mwsr", "teran-mwsr-small.yaml", 500, func(c *model.Config) { c.Training.LR = 3e-4 }},
+		{"teran-mwsr", "teran-mwsr-small.yaml", 500, func(c *Config) { c.Training.LR = 3e-4 }},
 		{"tern", "tern-small.yaml", 500, nil},
 		{"tern-align", "tern-align-small.yaml", 250, nil},
 		{"teran-bigru", "teran-mrsw-bigru-small.yaml", 250, nil},
 		{"teran-bilstm", "teran-mrsw-bilstm-small.yaml", 250, nil},
-		{"teran-transformer-text", "teran-mrsw-small.yaml", 250, func(c *model.Config) { c.TextModel.Name = "transformer" }},
+		{"teran-transformer-text", "teran-mrsw-small.yaml", 250, func(c *Config) { c.TextModel.Name = "transformer" }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,14 +13,14 @@ import (
 // rsum, NDCG with every relevance available, and word-region alignment
 // accuracy where ground truth exists.
 type validator struct {
-	m         *model.Model
+	m         model.Model
 	split     *data.Split
 	rel       []eval.Relevance
 	grounding []data.Grounding
 	ndcgKey   string // relevance whose NDCG picks the best checkpoint
 }
 
-func newValidator(ctx context.Context, m *model.Model, dev *data.Split, dir string, maxImages int) (*validator, error) {
+func newValidator(ctx context.Context, m model.Model, dev *data.Split, grounding []data.Grounding, maxImages int) (*validator, error) {
 	if maxImages <= 0 {
 		maxImages = 1000
 	}
@@ -32,21 +32,24 @@ func newValidator(ctx context.Context, m *model.Model, dev *data.Split, dir stri
 	if err != nil {
 		return nil, err
 	}
-	g, err := data.LoadGrounding(dir, "dev")
-	if err != nil {
-		return nil, err
+	if len(grounding) > s.NumCaptions() {
+		grounding = grounding[:s.NumCaptions()]
 	}
-	if len(g) > s.NumCaptions() {
-		g = g[:s.NumCaptions()]
-	}
-	v := &validator{m: m, split: s, rel: rel, grounding: g, ndcgKey: rel[len(rel)-1].Name}
-	slog.Info("validation set", "images", s.NumImages(), "captions", s.NumCaptions(), "relevance", v.ndcgKey, "grounded_captions", len(g))
+	v := &validator{m: m, split: s, rel: rel, grounding: grounding, ndcgKey: rel[len(rel)-1].Name}
+	slog.Info("validation set", "images", s.NumImages(), "captions", s.NumCaptions(), "relevance", v.ndcgKey, "grounded_captions", len(grounding))
 	return v, nil
 }
 
 // run evaluates the model's current weights.
 func (v *validator) run(ctx context.Context) (Record, error) {
-	return Evaluate(ctx, v.m, v.split, v.rel, v.grounding)
+	res, err := eval.EvaluateModels(ctx, []model.Model{v.m}, v.split, eval.ModelOptions{
+		Options:   eval.Options{Relevances: v.rel},
+		Grounding: v.grounding,
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	return recordOf(res.Report), nil
 }
 
 // ndcgScore is the quantity the best-NDCG checkpoint maximises: the sum of
@@ -55,24 +58,8 @@ func (v *validator) ndcgScore(r Record) float64 {
 	return r.NDCG[v.ndcgKey+"/i2t"] + r.NDCG[v.ndcgKey+"/t2i"]
 }
 
-// Evaluate encodes a split with m and returns its metrics as a Record.
-func Evaluate(ctx context.Context, m *model.Model, s *data.Split, rel []eval.Relevance, grounding []data.Grounding) (Record, error) {
-	imgs, err := m.EncodeRegions(ctx, s.Images)
-	if err != nil {
-		return Record{}, err
-	}
-	txts, batches, err := m.EncodeCaptions(ctx, s.Captions)
-	if err != nil {
-		return Record{}, err
-	}
-	sims, err := model.ScoreMatrix(ctx, imgs, txts, m.ScoreMode())
-	if err != nil {
-		return Record{}, err
-	}
-	rep, err := eval.Evaluate(&eval.Matrix{Rows: imgs.N, Cols: txts.N, Data: sims}, eval.Options{CaptionsPerImage: s.CapsPerImage, Relevances: rel})
-	if err != nil {
-		return Record{}, err
-	}
+// recordOf turns an evaluation report into a curve record.
+func recordOf(rep *eval.Report) Record {
 	mt := rep.Metrics
 	r := Record{
 		R1I2T: mt.I2T.R1, R5I2T: mt.I2T.R5, R10I2T: mt.I2T.R10,
@@ -82,12 +69,8 @@ func Evaluate(ctx context.Context, m *model.Model, s *data.Split, rel []eval.Rel
 	for name, nd := range mt.NDCG {
 		r.NDCG[name+"/i2t"], r.NDCG[name+"/t2i"] = nd.I2T, nd.T2I
 	}
-	if len(grounding) > 0 {
-		acc, n, err := eval.AlignmentAccuracy(model.AlignmentItems(imgs, txts, grounding, batches))
-		if err != nil {
-			return Record{}, err
-		}
-		r.AlignAcc, r.AlignN = acc, n
+	if a := rep.Alignment; a != nil {
+		r.AlignAcc, r.AlignN = a.Accuracy, a.Words
 	}
-	return r, nil
+	return r
 }

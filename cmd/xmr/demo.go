@@ -8,7 +8,7 @@ import (
 	"image"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -71,7 +71,7 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	best := filepath.Join(run, "best-rsum.safetensors")
 	if _, err := os.Stat(best); err != nil || f.retrain {
-		cfg, err := model.LoadConfig(f.config)
+		cfg, err := train.LoadConfig(f.config)
 		if err != nil {
 			return err
 		}
@@ -101,35 +101,20 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	imgs, err := m.EncodeRegions(ctx, split.Images)
-	if err != nil {
-		return err
-	}
-	txts, batches, err := m.EncodeCaptions(ctx, split.Captions)
-	if err != nil {
-		return err
-	}
-	sims, err := model.ScoreMatrix(ctx, imgs, txts, m.ScoreMode())
-	if err != nil {
-		return err
-	}
 	rel, err := eval.RelevanceMatrices(ctx, split.Captions, split.CapsPerImage)
 	if err != nil {
 		return err
 	}
-	rep, err := eval.Evaluate(&eval.Matrix{Rows: imgs.N, Cols: txts.N, Data: sims}, eval.Options{CaptionsPerImage: split.CapsPerImage, Relevances: rel})
+	res, err := eval.EvaluateModels(ctx, []model.Model{m}, split, eval.ModelOptions{Options: eval.Options{Relevances: rel}, Grounding: grounding})
 	if err != nil {
 		return err
 	}
-	if err := rep.WriteTable(os.Stdout); err != nil {
+	if err := res.Report.WriteTable(os.Stdout); err != nil {
 		return err
 	}
-	if len(grounding) > 0 {
-		acc, n, err := eval.AlignmentAccuracy(model.AlignmentItems(imgs, txts, grounding, batches))
-		if err != nil {
-			return err
-		}
-		fmt.Printf("word-region alignment accuracy: %.1f%% of %d grounded words (chance: about %.0f%%)\n", 100*acc, n, 100/float64(max(imgs.L-1, 1)))
+	if res.Report.Alignment != nil {
+		regions, _ := split.Images.Dims()
+		fmt.Printf("(alignment chance: about %.0f%%)\n", 100/float64(max(regions, 1)))
 	}
 
 	fmt.Printf("4/4 drawing alignments and retrieval results in %s\n", f.dir)
@@ -144,27 +129,28 @@ func runDemo(ctx context.Context, args []string) error {
 			fmt.Printf("    (no PNG images to draw: %v)\n", err)
 			break
 		}
-		tb := batches[c/model.EncodeBatchSize]
-		row := c % model.EncodeBatchSize
-		words := alignedWords(split, imgs, txts, tb, row, c, i, grounding)
+		words := overlayWords(split, c, i, model.MatchWords(res.Images, i, res.Texts, c), grounding)
 		path := filepath.Join(f.dir, fmt.Sprintf("alignment-%d.png", k+1))
 		if err := viz.SavePNG(path, viz.AlignmentOverlay(img, split.Captions[c], words, 4)); err != nil {
 			return err
 		}
 		files = append(files, path)
 		// The caption's top 5 images.
-		top := topK(sims, imgs.N, txts.N, c, 5)
+		column := make([]float32, split.NumImages())
+		for j := range column {
+			column[j] = res.Sims.At(j, c)
+		}
 		var cells []image.Image
 		var labels []string
 		var relevant []bool
-		for r, j := range top {
-			im, err := loadImage(world, split, j)
+		for r, h := range model.TopK(column, 5) {
+			im, err := loadImage(world, split, h.Index)
 			if err != nil {
 				return err
 			}
 			cells = append(cells, im)
-			labels = append(labels, fmt.Sprintf("#%d %.2f", r+1, sims[j*txts.N+c]))
-			relevant = append(relevant, j == i)
+			labels = append(labels, fmt.Sprintf("#%d %.2f", r+1, h.Score))
+			relevant = append(relevant, h.Index == i)
 		}
 		path = filepath.Join(f.dir, fmt.Sprintf("query-%d.png", k+1))
 		if err := viz.SavePNG(path, viz.ResultGrid(split.Captions[c], cells, labels, relevant, 2)); err != nil {
@@ -192,58 +178,30 @@ func loadImage(world string, s *data.Split, i int) (image.Image, error) {
 	return nil, errors.Join(errs...)
 }
 
-// topK returns the k images with the highest similarity to caption c.
-func topK(sims []float32, nImg, nCap, c, k int) []int {
-	idx := make([]int, nImg)
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return sims[idx[a]*nCap+c] > sims[idx[b]*nCap+c] })
-	return idx[:min(k, nImg)]
-}
-
-// alignedWords finds, for each content word of caption c, the region of
-// image i it aligns with best.
-func alignedWords(s *data.Split, imgs, txts *model.Bank, tb *text.Batch, row, c, i int, grounding []data.Grounding) []viz.WordRegion {
+// overlayWords turns the word matches of caption c in image i into the
+// overlay's labelled boxes (in pixels), leaving out stop words and
+// punctuation, and marks each right or wrong where ground truth exists.
+func overlayWords(s *data.Split, c, i int, matches []model.WordMatch, grounding []data.Grounding) []viz.WordRegion {
 	fields := strings.Fields(s.Captions[c])
-	scores := model.WordAlignments(imgs, txts, i, c)
 	truth := map[int][]int{}
 	if c < len(grounding) {
 		for _, w := range grounding[c].Words {
 			truth[w.Index] = w.Correct()
 		}
 	}
+	size := [2]float32{1, 1}
+	if s.Sizes != nil {
+		size = s.Sizes[i]
+	}
 	var out []viz.WordRegion
-	seen := map[int]bool{}
-	for t := 0; t < tb.Lens[row]; t++ {
-		w := int(tb.Words[row*tb.T+t])
-		if w < 0 || seen[w] || w >= len(fields) || text.IsStopWord(fields[w]) || !hasLetter(fields[w]) || txts.Mask[c*txts.L+t] == 0 {
+	for _, mw := range matches {
+		if mw.Word >= len(fields) || text.IsStopWord(fields[mw.Word]) || !hasLetter(fields[mw.Word]) {
 			continue
 		}
-		seen[w] = true
-		best, bs := -1, float32(-2)
-		for r := 1; r < imgs.L; r++ {
-			if imgs.Mask[i*imgs.L+r] == 0 {
-				continue
-			}
-			if v := scores[t*imgs.L+r]; v > bs {
-				best, bs = r, v
-			}
-		}
-		if best < 0 {
-			continue
-		}
-		b5 := s.Images.Box5(i, best-1)
-		size := [2]float32{1, 1}
-		if s.Sizes != nil {
-			size = s.Sizes[i]
-		}
-		wr := viz.WordRegion{Word: fields[w], Score: bs, Box: [4]float32{b5[0] * size[0], b5[1] * size[1], b5[2] * size[0], b5[3] * size[1]}}
-		if corr, ok := truth[w]; ok {
-			right := false
-			for _, r := range corr {
-				right = right || r == best-1
-			}
+		b5 := s.Images.Box5(i, mw.Region)
+		wr := viz.WordRegion{Word: fields[mw.Word], Score: mw.Cosine, Box: [4]float32{b5[0] * size[0], b5[1] * size[1], b5[2] * size[0], b5[3] * size[1]}}
+		if corr, ok := truth[mw.Word]; ok {
+			right := slices.Contains(corr, mw.Region)
 			wr.Correct = &right
 		}
 		out = append(out, wr)

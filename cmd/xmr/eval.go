@@ -50,10 +50,10 @@ func init() {
   xmr eval --sims sims_f30k.npy --protocol all --relevance f30k-rouge.bin --json | jq .rsum`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&evalFlags.sims, "sims", "", "similarity matrix `SIMS.npy`: images x captions (5 per image), float32 or float64")
-			fs.Var(&evalFlags.checkpoints, "checkpoint", "model checkpoint `CKPT` (repeat for an ensemble: the similarities are averaged)")
+			fs.Var(&evalFlags.checkpoints, "checkpoint", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint); repeat for an ensemble: the similarities are averaged")
 			fs.StringVar(&evalFlags.data, "data", "", "dataset directory (precomp layout) for --checkpoint")
 			fs.StringVar(&evalFlags.split, "split", "test", "split of --data to evaluate")
-			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the scoring: global (CLS cosine), MrSw, MwSr, Symm or MrAvgw")
+			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the models' scoring: global (CLS cosine), MrSw, MwSr, Symm or MrAvgw")
 			fs.StringVar(&evalFlags.saveSims, "save-sims", "", "write the (ensemble) similarity matrix to `SIMS.npy`")
 			fs.StringVar(&evalFlags.out, "out", "", "also write every metric as JSON to `FILE.json`")
 			fs.BoolVar(&evalFlags.noNDCG, "no-ndcg", false, "with --checkpoint, do not compute ROUGE-L/SPICE relevance for NDCG when no relevance file is given")
@@ -79,120 +79,78 @@ func runEval(ctx context.Context, args []string) error {
 	if evalFlags.ndcgP <= 0 {
 		return usageErrorf("--ndcg-p must be > 0, got %d", evalFlags.ndcgP)
 	}
-	var sims *eval.Matrix
-	var extra func(*eval.Options) error
-	source := evalFlags.sims
 	switch {
 	case evalFlags.sims != "" && len(evalFlags.checkpoints) > 0:
 		return usageErrorf("give --sims or --checkpoint, not both")
 	case evalFlags.sims != "":
-		if sims, err = eval.ReadNPY(evalFlags.sims); err != nil {
+		if evalFlags.saveSims != "" || evalFlags.pooling != "" {
+			return usageErrorf("--save-sims and --pooling go with --checkpoint")
+		}
+		sims, err := eval.ReadNPY(evalFlags.sims)
+		if err != nil {
 			return err
 		}
+		return evaluateSims(evalFlags.sims, sims, proto)
 	case len(evalFlags.checkpoints) > 0:
-		if evalFlags.data == "" {
-			return usageErrorf("--checkpoint needs --data DIR")
+		return evalCheckpoints(ctx, proto)
+	}
+	return usageErrorf("--sims or --checkpoint is required")
+}
+
+// evalCheckpoints encodes a split with each checkpoint (an ensemble when
+// there are several), scores it and evaluates it.
+func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
+	f := evalFlags
+	if f.data == "" {
+		return usageErrorf("--checkpoint needs --data DIR")
+	}
+	var scoring model.Scoring
+	if f.pooling != "" {
+		var err error
+		if scoring, err = model.ParseScoring(f.pooling); err != nil {
+			return usageErrorf("--pooling: %v", err)
 		}
-		var split *data.Split
-		var align *alignResult
-		sims, split, align, err = checkpointSims(ctx, evalFlags.checkpoints, evalFlags.data, evalFlags.split, evalFlags.pooling)
+	}
+	split, err := data.LoadPrecomp(f.data, f.split, nil)
+	if err != nil {
+		return err
+	}
+	defer split.Close()
+	grounding, err := data.LoadGrounding(f.data, f.split)
+	if err != nil {
+		return err
+	}
+	var models []model.Model
+	for _, path := range f.checkpoints {
+		m, cf, err := model.Load(path)
 		if err != nil {
 			return err
 		}
-		defer split.Close()
-		source = evalFlags.data + " " + evalFlags.split
-		if align != nil && !evalFlags.json {
-			defer fmt.Fprintf(os.Stdout, "word-region alignment accuracy: %.1f%% of %d grounded words\n", 100*align.acc, align.n)
-		}
-		if evalFlags.relevance == "" && evalFlags.relevanceSpice == "" && !evalFlags.noNDCG {
-			extra = func(o *eval.Options) error {
-				rel, err := eval.RelevanceMatrices(ctx, split.Captions, split.CapsPerImage)
-				o.Relevances = append(o.Relevances, rel...)
-				return err
-			}
-		}
-	default:
-		return usageErrorf("--sims or --checkpoint is required")
+		cf.Close()
+		models = append(models, m)
 	}
-	if evalFlags.saveSims != "" {
-		if err := atomicfile.Write(evalFlags.saveSims, func(w io.Writer) error { return eval.WriteNPY(w, sims) }); err != nil {
+	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Grounding: grounding}
+	if err := eval.CheckSimilarity(&eval.Matrix{Rows: split.NumImages(), Cols: split.NumCaptions()}, split.CapsPerImage); err != nil {
+		return fmt.Errorf("%s %s: %w", f.data, f.split, err)
+	}
+	if opts.Relevances, err = relevanceFiles(split.NumCaptions(), split.NumImages()); err != nil {
+		return err
+	}
+	if len(opts.Relevances) == 0 && !f.noNDCG {
+		if opts.Relevances, err = eval.RelevanceMatrices(ctx, split.Captions, split.CapsPerImage); err != nil {
 			return err
 		}
 	}
-	return evaluateSims(source, sims, proto, extra)
-}
-
-// alignResult is the word-region alignment accuracy of a model on grounded
-// data.
-type alignResult struct {
-	acc float64
-	n   int
-}
-
-// checkpointSims encodes a split with each checkpoint and averages their
-// similarity matrices (an ensemble when there are several).
-func checkpointSims(ctx context.Context, ckpts []string, dir, splitName, pooling string) (*eval.Matrix, *data.Split, *alignResult, error) {
-	split, err := data.LoadPrecomp(dir, splitName, nil)
+	res, err := eval.EvaluateModels(ctx, models, split, opts)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	grounding, err := data.LoadGrounding(dir, splitName)
-	if err != nil {
-		split.Close()
-		return nil, nil, nil, err
-	}
-	var sum []float32
-	var align *alignResult
-	for _, path := range ckpts {
-		m, f, err := model.Load(path)
-		if err != nil {
-			split.Close()
-			return nil, nil, nil, err
-		}
-		f.Close()
-		if m.Cfg.ImageModel.FeatDim != split.Images.D {
-			split.Close()
-			return nil, nil, nil, fmt.Errorf("%s: the model reads %d-d region features, %s/%s_ims.npy has %d", path, m.Cfg.ImageModel.FeatDim, dir, splitName, split.Images.D)
-		}
-		imgs, err := m.EncodeRegions(ctx, split.Images)
-		if err != nil {
-			split.Close()
-			return nil, nil, nil, fmt.Errorf("%s: %w", path, err)
-		}
-		txts, batches, err := m.EncodeCaptions(ctx, split.Captions)
-		if err != nil {
-			split.Close()
-			return nil, nil, nil, fmt.Errorf("%s: %w", path, err)
-		}
-		mode := m.ScoreMode()
-		if pooling != "" {
-			mode = pooling
-		}
-		s, err := model.ScoreMatrix(ctx, imgs, txts, mode)
-		if err != nil {
-			split.Close()
-			return nil, nil, nil, err
-		}
-		if sum == nil {
-			sum = s
-		} else {
-			for i, v := range s {
-				sum[i] += v
-			}
-		}
-		if len(grounding) > 0 && len(ckpts) == 1 {
-			acc, n, err := eval.AlignmentAccuracy(model.AlignmentItems(imgs, txts, grounding, batches))
-			if err != nil {
-				split.Close()
-				return nil, nil, nil, err
-			}
-			align = &alignResult{acc, n}
+	if f.saveSims != "" {
+		if err := atomicfile.Write(f.saveSims, func(w io.Writer) error { return eval.WriteNPY(w, res.Sims) }); err != nil {
+			return err
 		}
 	}
-	for i := range sum {
-		sum[i] /= float32(len(ckpts))
-	}
-	return &eval.Matrix{Rows: split.NumImages(), Cols: split.NumCaptions(), Data: sum}, split, align, nil
+	return writeReport(res.Report)
 }
 
 // stringList is a repeatable string flag.
@@ -201,40 +159,55 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-// evaluateSims evaluates a similarity matrix (images x captions) from
-// source (a file name, for errors) with the relevance files and options of
-// the flags, and prints the report.
-func evaluateSims(source string, sims *eval.Matrix, proto eval.Protocol, extra func(*eval.Options) error) error {
-	opts := eval.Options{
+// evalOptions returns the evaluation options of the flags.
+func evalOptions(proto eval.Protocol) eval.Options {
+	return eval.Options{
 		Protocol:         proto,
 		CaptionsPerImage: eval.DefaultCaptionsPerImage,
 		NDCGAt:           evalFlags.ndcgP,
 		NonZeroI2T:       evalFlags.ndcgNonZeroI2T,
 	}
-	// Check the shape before reading relevance files sized from it.
-	if err := eval.CheckSimilarity(sims, opts.CaptionsPerImage); err != nil {
-		return fmt.Errorf("%s: %w", source, err)
-	}
-	nImg, nCap := sims.Rows, sims.Cols
+}
+
+// relevanceFiles reads the relevance matrices named by --relevance and
+// --relevance-spice, sized for nCap captions and nImg images.
+func relevanceFiles(nCap, nImg int) ([]eval.Relevance, error) {
+	var out []eval.Relevance
 	for _, r := range []struct{ name, path string }{{"rouge-l", evalFlags.relevance}, {"spice", evalFlags.relevanceSpice}} {
 		if r.path == "" {
 			continue
 		}
 		m, err := eval.ReadRelevance(r.path, nCap, nImg)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		opts.Relevances = append(opts.Relevances, eval.Relevance{Name: r.name, Matrix: m})
+		out = append(out, eval.Relevance{Name: r.name, Matrix: m})
 	}
-	if extra != nil {
-		if err := extra(&opts); err != nil {
-			return err
-		}
+	return out, nil
+}
+
+// evaluateSims evaluates a similarity matrix (images x captions) from
+// source (a file name, for errors) with the relevance files and options of
+// the flags, and prints the report.
+func evaluateSims(source string, sims *eval.Matrix, proto eval.Protocol) error {
+	opts := evalOptions(proto)
+	// Check the shape before reading relevance files sized from it.
+	if err := eval.CheckSimilarity(sims, opts.CaptionsPerImage); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	var err error
+	if opts.Relevances, err = relevanceFiles(sims.Cols, sims.Rows); err != nil {
+		return err
 	}
 	rep, err := eval.Evaluate(sims, opts)
 	if err != nil {
 		return err
 	}
+	return writeReport(rep)
+}
+
+// writeReport prints the report as a table or JSON, and writes --out.
+func writeReport(rep *eval.Report) error {
 	if evalFlags.out != "" {
 		if err := atomicfile.Write(evalFlags.out, rep.WriteJSON); err != nil {
 			return err

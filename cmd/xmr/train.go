@@ -8,7 +8,6 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/train"
 )
 
@@ -69,11 +68,11 @@ func runTrain(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var cfg model.Config
+	var cfg train.Config
 	switch {
 	case f.config != "":
 		var err error
-		if cfg, err = model.LoadConfig(f.config); err != nil {
+		if cfg, err = train.LoadConfig(f.config); err != nil {
 			return err
 		}
 	case f.resume:

@@ -1,8 +1,10 @@
-package model
+package train
 
 import (
 	"fmt"
 
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/nn"
 	"github.com/xmr-project/xmr/tensor"
 )
 
@@ -50,4 +52,54 @@ func UncertaintyWeighted(tp *tensor.Tape, logVars *tensor.Tensor, losses ...*ten
 		}
 	}
 	return tp.Reshape(total)
+}
+
+// objective is the training loss that a config asks for, with its own
+// parameters (TERN w. Align's log-variances), which are trained and saved
+// beside the model's.
+type objective struct {
+	loss         LossType
+	pooling      model.Scoring
+	margin       float32
+	maxViolation bool
+	warmup       int            // sum over negatives before this iteration
+	logVars      *tensor.Tensor // (2): matching, alignment; nil unless matching+alignment
+}
+
+// logVarsName is the checkpoint name of the uncertainty weights (as in
+// checkpoints of the first format, where the model held them).
+const logVarsName = "loss.log_vars"
+
+func newObjective(t TrainingConfig) *objective {
+	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter}
+	if o.loss == LossMatchingAlignment {
+		o.logVars = tensor.New(2).SetRequiresGrad(true)
+	}
+	return o
+}
+
+// Params returns the objective's trainable parameters.
+func (o *objective) Params() []nn.Named {
+	if o.logVars == nil {
+		return nil
+	}
+	return []nn.Named{{Name: logVarsName, T: o.logVars}}
+}
+
+// Loss is the objective for a batch of B matching (image, caption) pairs:
+// image i matches caption i. iter is the training iteration (for the
+// max-violation warm-up).
+func (o *objective) Loss(tp *tensor.Tape, img, txt *model.Encoded, iter int) *tensor.Tensor {
+	mv := o.maxViolation && iter >= o.warmup
+	hinge := func(s model.Scoring) *tensor.Tensor {
+		return ContrastiveLoss(tp, model.Similarity(tp, img, txt, s), o.margin, mv)
+	}
+	switch o.loss {
+	case LossMatching:
+		return hinge(model.Global)
+	case LossMatchingAlignment:
+		return UncertaintyWeighted(tp, o.logVars, hinge(model.Global), hinge(o.pooling))
+	default:
+		return hinge(o.pooling)
+	}
 }

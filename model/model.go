@@ -1,0 +1,136 @@
+// Package model holds xmr's image-text matching models behind one small
+// interface: TERAN (teran.go: fine-grained region-word alignment) and TERN
+// (tern.go: global I-CLS/T-CLS embeddings), their encoders (BERT, recurrent
+// and transformer text encoders), the scorings that compare encoded items
+// (score.go: the autodiff pooling for training beside the fast kernel for
+// inference) and checkpoints that carry the model's config.
+//
+// Data flows through it in one direction:
+//
+//	region features --(EncodeImages)--> Embeddings --+
+//	captions ---------(EncodeTexts)---> Embeddings --+--(ScoreMatrix, Scoring)--> similarities
+//
+// Training, evaluation, the demo and the index all call these functions.
+// The package knows nothing of dataset files, training or metrics: it does
+// not import data, train, optim or eval.
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/xmr-project/xmr/nn"
+	"github.com/xmr-project/xmr/tensor"
+)
+
+// Model is an image-text matching model: an image encoder and a text
+// encoder into a common space, and the scoring it retrieves with.
+//
+// The Encode methods work on padded batches; with a tape they record for
+// backpropagation (training), with a nil tape they run inference. Use the
+// package functions EncodeImages and EncodeTexts to encode whole
+// collections into Embeddings.
+type Model interface {
+	// Name is the model's name in the registry ("teran", "tern").
+	Name() string
+	// Config returns the config the model was built from (with the sizes
+	// of a loaded BERT filled in).
+	Config() Config
+	// Tokenizer turns captions into token ids for EncodeTexts.
+	Tokenizer() Tokenizer
+	// Params lists every parameter once, with names following the official
+	// state_dict.
+	Params() []nn.Named
+	// EncodeImages runs the image encoder on a batch.
+	EncodeImages(tp *tensor.Tape, im Images) *Encoded
+	// EncodeTexts runs the text encoder on a batch.
+	EncodeTexts(tp *tensor.Tape, tx Texts) *Encoded
+	// Scoring is how the model compares images and captions by default.
+	Scoring() Scoring
+}
+
+// Images is a batch of images for an image encoder.
+type Images struct {
+	Feat  *tensor.Tensor // (B, R, FeatDim) region features
+	Boxes *tensor.Tensor // (B, R, 5) box codes [x1, y1, x2, y2, area]; nil when unknown
+	Valid *tensor.Tensor // (B, R) 1 = real region, 0 = padding; nil: all real
+}
+
+// Texts is a batch of tokenised captions for a text encoder.
+type Texts struct {
+	IDs     []int32        // (C, T) row-major token ids; position 0 is [CLS] / <start>
+	Valid   *tensor.Tensor // (C, T) 1 = real token
+	Align   *tensor.Tensor // (C, T) 1 = token that takes part in the alignment
+	Words   []int32        // (C, T) caption word index of each token, -1 for specials and padding
+	Lengths []int          // real tokens per caption
+}
+
+// Encoded is the output of an encoder for a padded batch: vectors in the
+// common space, L2-normalised.
+type Encoded struct {
+	Vecs *tensor.Tensor // (N, L, E) region or word vectors
+	Mask *tensor.Tensor // (N, L) 1 = vector that takes part in the alignment
+	// Pos (N*L) says where each vector came from: the data's region index
+	// (slot - 1) or the caption word index; -1 where Mask is 0.
+	Pos []int32
+	// Global (N, E) is the item's global vector: TERN's I-CLS/T-CLS, TERAN's
+	// normalised mean of its vectors.
+	Global *tensor.Tensor
+}
+
+// builder makes a model of one kind with fresh weights.
+type builder func(cfg Config, tok Tokenizer, seed uint64) (Model, error)
+
+// registry holds every model by name; one file per model adds its entry.
+var registry = map[string]builder{
+	"teran": newTERAN,
+	"tern":  newTERN,
+}
+
+// Names lists the registered models, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New builds the model that cfg.Model.Name names, with fresh weights drawn
+// from seed (a pretrained BERT is read when cfg.TextModel.Pretrain is set),
+// over the tokenizer tok, whose vocabulary sizes the text embeddings.
+func New(cfg Config, tok Tokenizer, seed uint64) (Model, error) {
+	build, ok := registry[cfg.Model.Name]
+	if !ok {
+		return nil, fmt.Errorf("unknown model %q (want %s)", cfg.Model.Name, strings.Join(Names(), ", "))
+	}
+	if tok == nil {
+		return nil, fmt.Errorf("model %s: no tokenizer", cfg.Model.Name)
+	}
+	if cfg.TextModel.Pretrain == "" {
+		cfg.TextModel.VocabSize = tok.Vocab().Len()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return build(cfg, tok, seed)
+}
+
+// IsBERTParam reports whether a parameter name belongs to a BERT text
+// encoder (for its separate learning rate).
+func IsBERTParam(name string) bool {
+	return strings.HasPrefix(name, bertPrefix+".")
+}
+
+// Trainable returns the parameters of m that receive gradients.
+func Trainable(m Model) []*tensor.Tensor {
+	var out []*tensor.Tensor
+	for _, p := range m.Params() {
+		if p.T.RequiresGrad() {
+			out = append(out, p.T)
+		}
+	}
+	return out
+}

@@ -1,0 +1,221 @@
+package train
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/xmr-project/xmr/configs"
+	"github.com/xmr-project/xmr/model"
+)
+
+// Config is a whole training configuration, as in the official TERAN/TERN
+// YAML files: the model's sections (text-model, image-model, model), the
+// data, and the optimisation.
+type Config struct {
+	Dataset    DatasetConfig     `yaml:"dataset"`
+	TextModel  model.TextConfig  `yaml:"text-model"`
+	ImageModel model.ImageConfig `yaml:"image-model"`
+	Model      model.JointConfig `yaml:"model"`
+	Training   TrainingConfig    `yaml:"training"`
+}
+
+// DatasetConfig names the data; --data on the command line overrides Data.
+type DatasetConfig struct {
+	Name string `yaml:"name"`
+	Data string `yaml:"data"`
+	// MaxCaptionTokens truncates captions (WordPiece tokens incl.
+	// [CLS]/[SEP]); it becomes the model's max-caption-tokens.
+	MaxCaptionTokens int `yaml:"max-caption-tokens"`
+}
+
+// LossType selects the training objective.
+type LossType string
+
+// The objectives of the papers.
+const (
+	// LossAlignment is TERAN's: the hinge loss on the alignment score.
+	LossAlignment LossType = "alignment"
+	// LossMatching is TERN's: the hinge loss on the global score.
+	LossMatching LossType = "matching"
+	// LossMatchingAlignment is TERN w. Align's: both hinge losses,
+	// weighted by learned uncertainties (Kendall et al.).
+	LossMatchingAlignment LossType = "matching+alignment"
+)
+
+var lossTypes = []LossType{LossAlignment, LossMatching, LossMatchingAlignment}
+
+// UnmarshalText accepts one of the loss types; anything else is an error
+// listing them.
+func (l *LossType) UnmarshalText(b []byte) error {
+	for _, v := range lossTypes {
+		if string(b) == string(v) {
+			*l = v
+			return nil
+		}
+	}
+	names := make([]string, len(lossTypes))
+	for i, v := range lossTypes {
+		names[i] = string(v)
+	}
+	return fmt.Errorf("unknown loss type %q (want %s)", b, strings.Join(names, ", "))
+}
+
+// TrainingConfig holds the optimisation settings.
+type TrainingConfig struct {
+	LR float64 `yaml:"lr"`
+	// BERTLR is the learning rate of the BERT parameters (0: same as LR).
+	BERTLR       float64 `yaml:"bert-lr"`
+	GradClip     float64 `yaml:"grad-clip"`
+	MaxViolation bool    `yaml:"max-violation"`
+	// MaxViolationAfter trains with the sum over negatives for this many
+	// iterations before switching to the hardest negative (as VSE-infinity's
+	// warm-up): from random weights the hardest-negative loss tends to
+	// collapse every embedding onto one point. 0 uses MaxViolation from the
+	// start, as the papers do from pretrained encoders.
+	MaxViolationAfter int      `yaml:"max-violation-after"`
+	LossType          LossType `yaml:"loss-type"`
+	// AlignmentMode is the alignment pooling of the alignment loss, and
+	// TERAN's score: MrSw, MwSr, Symm or MrAvgw.
+	AlignmentMode model.Scoring `yaml:"alignment-mode"`
+	Margin        float32       `yaml:"margin"`
+	BatchSize     int           `yaml:"bs"`
+	Epochs        int           `yaml:"epochs"`
+	// Scheduler "steplr" multiplies the lr by Gamma every StepSize epochs;
+	// "none" (or empty) keeps it constant.
+	Scheduler string  `yaml:"scheduler"`
+	Gamma     float64 `yaml:"gamma"`
+	StepSize  int     `yaml:"step-size"`
+	// WarmupPeriod is the number of linear warm-up iterations (0: none).
+	WarmupPeriod int `yaml:"warmup-period"`
+	// ValStep validates every ValStep iterations (and after every epoch).
+	ValStep int    `yaml:"val-step"`
+	Seed    uint64 `yaml:"seed"`
+}
+
+// Default returns TERAN MrSw at the published size, with the paper's
+// optimisation settings (REFERENCE.md).
+func Default() Config {
+	mc := model.Default()
+	return Config{
+		Dataset:    DatasetConfig{Name: "coco", MaxCaptionTokens: mc.MaxCaptionTokens},
+		TextModel:  mc.TextModel,
+		ImageModel: mc.ImageModel,
+		Model:      mc.Model,
+		Training: TrainingConfig{LR: 1e-5, GradClip: 2.0, MaxViolation: true, LossType: LossAlignment, AlignmentMode: model.MrSw,
+			Margin: 0.2, BatchSize: 40, Epochs: 30, Scheduler: "steplr", Gamma: 0.1, StepSize: 20, ValStep: 500, Seed: 1},
+	}
+}
+
+// ModelConfig returns the model part of the config: what a checkpoint
+// stores to rebuild the model.
+func (c Config) ModelConfig() model.Config {
+	return model.Config{
+		TextModel:        c.TextModel,
+		ImageModel:       c.ImageModel,
+		Model:            c.Model,
+		Pooling:          c.Training.AlignmentMode,
+		MaxCaptionTokens: c.Dataset.MaxCaptionTokens,
+	}
+}
+
+// LoadConfig reads a YAML config file, or when no such file exists, the
+// built-in config of that name (see package configs: "teran-mrsw-small");
+// keys it does not set keep Default's values. Unknown keys are an error
+// naming the file and line.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		builtin, ok := configs.Lookup(filepath.Base(path))
+		if !ok || !errors.Is(err, os.ErrNotExist) {
+			return Config{}, fmt.Errorf("read config: %w (built-in configs: %s)", err, strings.Join(configs.Names(), ", "))
+		}
+		b = builtin
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig parses YAML text over Default and validates the result.
+func ParseConfig(b []byte) (Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Marshal returns the config as YAML (stored in run directories and
+// checkpoints).
+func (c Config) Marshal() string {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		panic(err) // plain struct of plain fields: cannot fail
+	}
+	return string(b)
+}
+
+// Validate checks the model part (model.Config.Validate) and the training
+// settings, and says which key is wrong.
+func (c Config) Validate() error {
+	var errs []string
+	if err := c.ModelConfig().Validate(); err != nil {
+		// The model calls the pooling "pooling"; this file calls it
+		// training.alignment-mode.
+		msg := strings.TrimPrefix(err.Error(), "invalid config: ")
+		msg = strings.ReplaceAll(msg, "pooling:", "training.alignment-mode:")
+		msg = strings.ReplaceAll(msg, "max-caption-tokens:", "dataset.max-caption-tokens:")
+		errs = append(errs, msg)
+	}
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	}
+	t := c.Training
+	if t.LossType == "" {
+		bad("training.loss-type", "missing (want alignment, matching or matching+alignment)")
+	}
+	if c.Model.Name == "teran" && t.LossType != LossAlignment {
+		bad("training.loss-type", "teran trains with the alignment loss, not %q", t.LossType)
+	}
+	switch t.Scheduler {
+	case "", "none", "steplr":
+	default:
+		bad("training.scheduler", "%q is not one of steplr, none", t.Scheduler)
+	}
+	if t.BatchSize <= 0 {
+		bad("training.bs", "must be positive, is %d", t.BatchSize)
+	}
+	if t.LR <= 0 {
+		bad("training.lr", "must be positive, is %g", t.LR)
+	}
+	if t.Epochs <= 0 {
+		bad("training.epochs", "must be positive, is %d", t.Epochs)
+	}
+	if t.Margin < 0 {
+		bad("training.margin", "must not be negative, is %g", t.Margin)
+	}
+	if t.Scheduler == "steplr" && (t.StepSize < 0 || t.Gamma <= 0) {
+		bad("training.step-size", "steplr needs step-size >= 0 and gamma > 0, have %d and %g", t.StepSize, t.Gamma)
+	}
+	if t.ValStep < 0 || t.WarmupPeriod < 0 || t.MaxViolationAfter < 0 || t.GradClip < 0 || t.BERTLR < 0 {
+		bad("training", "val-step, warmup-period, max-violation-after, grad-clip and bert-lr must not be negative")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

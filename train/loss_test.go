@@ -1,0 +1,133 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/nn"
+	"github.com/xmr-project/xmr/tensor"
+)
+
+func TestContrastiveLossValues(t *testing.T) {
+	s := tensor.FromData([]float32{
+		0.9, 0.5, 0.1,
+		0.8, 0.6, 0.2,
+		0.0, 0.7, 0.3,
+	}, 3, 3)
+	// Captions vs image i (rows): [m + s(i,j) - s(i,i)]+, j != i, margin 0.2.
+	// row 0: 0.5-0.9+0.2=-0.2 -> 0; 0.1-0.9+0.2 -> 0        => max 0, sum 0
+	// row 1: 0.8-0.6+0.2=0.4; 0.2-0.6+0.2=-0.2 -> 0         => max 0.4, sum 0.4
+	// row 2: 0.0-0.3+0.2=-0.1 -> 0; 0.7-0.3+0.2=0.6         => max 0.6, sum 0.6
+	// Images vs caption j (columns): [m + s(i,j) - s(j,j)]+, i != j.
+	// col 0: 0.8-0.9+0.2=0.1; 0.0-0.9+0.2 -> 0              => max 0.1, sum 0.1
+	// col 1: 0.5-0.6+0.2=0.1; 0.7-0.6+0.2=0.3               => max 0.3, sum 0.4
+	// col 2: 0.1-0.3+0.2=0.0; 0.2-0.3+0.2=0.1               => max 0.1, sum 0.1
+	cases := []struct {
+		maxViol bool
+		want    float64
+	}{
+		{true, 0 + 0.4 + 0.6 + 0.1 + 0.3 + 0.1},
+		{false, 0 + 0.4 + 0.6 + 0.1 + 0.4 + 0.1},
+	}
+	for _, c := range cases {
+		got := ContrastiveLoss(nil, s, 0.2, c.maxViol).Item()
+		if math.Abs(float64(got)-c.want) > 1e-5 {
+			t.Errorf("maxViolation=%v: loss %v, want %v", c.maxViol, got, c.want)
+		}
+	}
+}
+
+func TestLossGradients(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	s := tensor.RandN(rng, 4, 4)
+	for _, mv := range []bool{true, false} {
+		f := func(tp *tensor.Tape) *tensor.Tensor { return ContrastiveLoss(tp, s, 0.2, mv) }
+		if err := tensor.GradCheck(f, []*tensor.Tensor{s}, tensor.GradCheckOptions{Eps: 1e-3}); err != nil {
+			t.Fatalf("maxViolation=%v: %v", mv, err)
+		}
+	}
+	lv := tensor.FromData([]float32{0.3, -0.2}, 2)
+	a, b := tensor.FromData([]float32{1.5}), tensor.FromData([]float32{0.7})
+	f := func(tp *tensor.Tape) *tensor.Tensor { return UncertaintyWeighted(tp, lv, a, b) }
+	if err := tensor.GradCheck(f, []*tensor.Tensor{lv, a, b}, tensor.GradCheckOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Value: 0.5*(e^-0.3*1.5 + 0.3) + 0.5*(e^0.2*0.7 - 0.2)
+	want := 0.5*(math.Exp(-0.3)*1.5+0.3) + 0.5*(math.Exp(0.2)*0.7-0.2)
+	if got := UncertaintyWeighted(nil, lv, a, b).Item(); math.Abs(float64(got)-want) > 1e-5 {
+		t.Fatalf("uncertainty-weighted loss %v, want %v", got, want)
+	}
+}
+
+// TestModelGradients checks the whole training objective's gradient
+// (every parameter group of each model, through both pipelines, the
+// scoring and the loss, TERN w. Align's weights included) against finite
+// differences.
+func TestModelGradients(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"teran-mrsw-bert", nil},
+		{"teran-symm-shared", func(c *Config) { c.Training.AlignmentMode = model.Symm; c.Model.SharedTransformer = true }},
+		{"tern", func(c *Config) { c.Model.Name = "tern"; c.Training.LossType = LossMatching }},
+		{"tern-align", func(c *Config) { c.Model.Name = "tern"; c.Training.LossType = LossMatchingAlignment }},
+		{"teran-gru", func(c *Config) { c.TextModel.Name = "gru" }},
+		{"teran-lstm", func(c *Config) { c.TextModel.Name = "lstm" }},
+		{"teran-transformer", func(c *Config) { c.TextModel.Name = "transformer" }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Default()
+			cfg.ImageModel = model.ImageConfig{Name: "bottomup", FeatDim: 6, TransformerLayers: 1, Heads: 2, FF: 8, Hidden: 8, PosEncoding: "concat-and-process"}
+			cfg.TextModel = model.TextConfig{Name: "bert", WordDim: 8, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 8, MaxPositions: 16,
+				EmbedDim: 8, Hidden: 4, Bidirectional: true, Layers: 1}
+			cfg.Model = model.JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
+			cfg.Training.MaxViolation = false // smooth enough for finite differences
+			if c.edit != nil {
+				c.edit(&cfg)
+			}
+			mc := cfg.ModelConfig()
+			tok, err := model.BuildTokenizer(mc, []string{"a red circle left of a blue square"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.New(mc, tok, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 1))
+			im := model.Images{Feat: tensor.RandN(rng, 3, 4, 6), Boxes: tensor.New(3, 4, 5), Valid: tensor.FromData([]float32{1, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1}, 3, 4)}
+			for i := range im.Boxes.Data {
+				im.Boxes.Data[i] = rng.Float32()
+			}
+			tx := model.TextBatch(m, []string{"a red circle", "blue square left of a red circle", "a square"})
+			obj := newObjective(cfg.Training)
+			if obj.logVars != nil {
+				copy(obj.logVars.Data, []float32{0.3, -0.2})
+			}
+			named := append(m.Params(), obj.Params()...)
+			params := nn.Tensors(named)
+			f := func(tp *tensor.Tape) *tensor.Tensor {
+				return obj.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), 0)
+			}
+			tp := tensor.NewTape()
+			tp.Backward(f(tp))
+			for _, p := range named {
+				if p.T.Grad == nil {
+					t.Errorf("%s gets no gradient", p.Name)
+				}
+			}
+			tp.Reset()
+			for _, p := range params {
+				p.Grad = nil
+			}
+			if err := tensor.GradCheck(f, params, tensor.GradCheckOptions{MaxPerInput: 4, Eps: 1e-3, ATol: 1e-2, RTol: 5e-2}); err != nil {
+				t.Fatal(fmt.Errorf("%w (params in order: first %s)", err, named[0].Name))
+			}
+		})
+	}
+}

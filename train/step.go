@@ -1,0 +1,153 @@
+package train
+
+import (
+	"errors"
+	"sort"
+	"strings"
+
+	"github.com/xmr-project/xmr/checkpoint"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/nn"
+	"github.com/xmr-project/xmr/optim"
+	"github.com/xmr-project/xmr/tensor"
+)
+
+// Batch is B matching pairs: image i goes with caption i.
+type Batch struct {
+	Images model.Images
+	Texts  model.Texts
+}
+
+// Stepper takes optimisation steps of a model: the objective of the
+// training config, Adam with a BERT group and the configured schedule,
+// gradient clipping. Run drives one; so does the train-step benchmark.
+type Stepper struct {
+	m      model.Model
+	obj    *objective
+	opt    *optim.Adam
+	params []*tensor.Tensor
+	tp     *tensor.Tape
+	tc     TrainingConfig
+}
+
+// NewStepper prepares training m with tc; itersPerEpoch converts the
+// schedule's epochs into iterations.
+func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, error) {
+	s := &Stepper{m: m, obj: newObjective(tc), tp: tensor.NewTape(), tc: tc}
+	var bert, rest []optim.NamedParam
+	for _, p := range append(m.Params(), s.obj.Params()...) {
+		if !p.T.RequiresGrad() {
+			continue
+		}
+		s.params = append(s.params, p.T)
+		np := optim.NamedParam{Name: p.Name, T: p.T}
+		if model.IsBERTParam(p.Name) {
+			bert = append(bert, np)
+		} else {
+			rest = append(rest, np)
+		}
+	}
+	bertLR := tc.BERTLR
+	if bertLR == 0 {
+		bertLR = tc.LR
+	}
+	groups := []optim.Group{{Name: "model", Params: optim.Tensors(rest), LR: tc.LR}}
+	if len(bert) > 0 {
+		groups = append(groups, optim.Group{Name: "bert", Params: optim.Tensors(bert), LR: bertLR})
+	}
+	var sched optim.Product
+	if tc.Scheduler == "steplr" && tc.StepSize > 0 {
+		sched = append(sched, optim.Epochs{Iters: itersPerEpoch, Schedule: optim.StepDecay{Every: tc.StepSize, Gamma: tc.Gamma}})
+	}
+	if tc.WarmupPeriod > 0 {
+		sched = append(sched, optim.Warmup{Iters: tc.WarmupPeriod})
+	}
+	opt, err := optim.NewAdam(groups, optim.Config{Schedule: sched})
+	if err != nil {
+		return nil, err
+	}
+	if err := opt.SetNames(append(rest, bert...)); err != nil {
+		return nil, err
+	}
+	s.opt = opt
+	return s, nil
+}
+
+// Step runs one optimisation step on b (forward, backward, clipping, Adam)
+// at iteration iter, which seeds dropout and picks the loss's warm-up
+// phase, and returns the loss.
+func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
+	s.tp.Seed(s.tc.Seed, uint64(iter))
+	err = tensor.Try(func() {
+		l := s.obj.Loss(s.tp, s.m.EncodeImages(s.tp, b.Images), s.m.EncodeTexts(s.tp, b.Texts), iter)
+		s.tp.Backward(l)
+		loss = float64(l.Item())
+	})
+	s.tp.Reset()
+	if err != nil {
+		s.opt.ZeroGrad()
+		return 0, err
+	}
+	if s.tc.GradClip > 0 {
+		optim.ClipGradNorm(s.params, s.tc.GradClip)
+	}
+	s.opt.Step()
+	s.opt.ZeroGrad()
+	return loss, nil
+}
+
+// LR returns the current learning rate of the model group.
+func (s *Stepper) LR() float64 { return s.opt.LR(0) }
+
+// NumParams returns the number of trained scalars.
+func (s *Stepper) NumParams() int {
+	n := 0
+	for _, p := range s.params {
+		n += p.Numel()
+	}
+	return n
+}
+
+// optimPrefix names the optimiser state in checkpoints.
+const optimPrefix = "optim."
+
+// Tensors returns what a checkpoint stores beside the model's weights: the
+// objective's parameters and, withOptimizer, the optimiser state.
+func (s *Stepper) Tensors(withOptimizer bool) []nn.Named {
+	out := s.obj.Params()
+	if !withOptimizer {
+		return out
+	}
+	st := s.opt.State()
+	keys := make([]string, 0, len(st))
+	for k := range st {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, nn.Named{Name: optimPrefix + k, T: st[k]})
+	}
+	return out
+}
+
+// Load restores what Tensors(true) stored.
+func (s *Stepper) Load(f *checkpoint.File) error {
+	if err := model.LoadTensors(f, s.obj.Params()); err != nil {
+		return err
+	}
+	st := map[string]*tensor.Tensor{}
+	for _, name := range f.Names() {
+		if !strings.HasPrefix(name, optimPrefix) {
+			continue
+		}
+		d, shape, err := f.Tensor(name)
+		if err != nil {
+			return err
+		}
+		st[strings.TrimPrefix(name, optimPrefix)] = tensor.FromData(d, shape...)
+	}
+	if len(st) == 0 {
+		return errors.New("no optimiser state (optim.*) in the checkpoint")
+	}
+	return s.opt.LoadState(st)
+}
