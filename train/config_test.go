@@ -62,4 +62,3 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
-
