@@ -12,6 +12,10 @@
 //   - Karpathy split JSON files, dataset_coco.json and dataset_flickr30k.json
 //     (ReadKarpathy, LoadKarpathy).
 //
+// A Source names a dataset in any of these formats (or detects the format
+// from its files) and loads its splits by the precomp names train, dev, test
+// and testall, whatever the format (Source.Load).
+//
 // Every loader returns a *Split: the image features of one split as a flat
 // float32 Regions array (N images x R region slots x D features, memory
 // mapped where the file allows it), the captions of those images, CapsPerImage

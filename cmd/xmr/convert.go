@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xmr-project/xmr/data"
+)
+
+var convertFlags struct {
+	data   dataFlags
+	splits string
+	out    string
+}
+
+func init() {
+	register(&command{
+		name:    "convert",
+		summary: "convert a dataset (bottom-up files, bottom-up TSV, precomp) to the precomp layout that train and eval read",
+		usage:   "--data PATH [--format F] [--karpathy FILE] [--sizes FILE | --coco-annotations FILES] [--splits S1,S2] --out DIR",
+		examples: `  # COCO, TERAN's bottom-up files; sizes from the COCO caption annotations:
+  xmr convert --data /data/coco --karpathy dataset_coco.json \
+      --coco-annotations captions_train2014.json,captions_val2014.json \
+      --splits train,dev,test,testall --out coco_precomp
+  # Flickr30k bottom-up files named by imgid, sizes from "id width height" lines:
+  xmr convert --format bottomup --data /data/f30k --sizes f30k_sizes.txt --out f30k_precomp
+  # the bottom-up attention extractor's TSV files (quote the pattern):
+  xmr convert --data '/data/tsv/karpathy_*_resnet101_faster_rcnn_genome.tsv.*' \
+      --karpathy dataset_coco.json --splits test --out coco_precomp
+
+Splits are named as in precomp directories: train, dev, test, testall. For
+bottomup and tsv data they come from the Karpathy file: dev is its "val"
+split (the first 5000 for COCO), train includes COCO's restval, test is the
+first 1000 COCO test images and testall all 5000. Writes, per split,
+{split}_ims.npy and {split}_caps.txt, plus {split}_boxes.npy (pixels),
+{split}_sizes.npy, {split}_nregions.npy and {split}_ids.txt when known;
+each file is replaced atomically.`,
+		setFlags: func(fs *flag.FlagSet) {
+			convertFlags.data.addTo(fs)
+			fs.StringVar(&convertFlags.splits, "splits", "train,dev,test", "comma-separated `SPLITS` to convert (train, dev, test, testall; restval for COCO's restval images alone)")
+			fs.StringVar(&convertFlags.out, "out", "", "output `DIR` for the precomp files (created if needed; not the --data directory)")
+		},
+		run: runConvert,
+	})
+}
+
+func runConvert(ctx context.Context, args []string) error {
+	f := &convertFlags
+	if len(args) > 0 {
+		return usageErrorf("unexpected arguments %q (quote a --data glob pattern so that the shell leaves it alone)", args)
+	}
+	if f.out == "" {
+		return usageErrorf("--out is required")
+	}
+	var splits []string
+	for _, s := range strings.Split(f.splits, ",") {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(splits, s) {
+			splits = append(splits, s)
+		}
+	}
+	if len(splits) == 0 {
+		return usageErrorf("--splits names no split")
+	}
+	src, err := f.data.source()
+	if err != nil {
+		return err
+	}
+	if err := checkOutDir(f.out, src); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return fmt.Errorf("create output directory: %w", err)
+	}
+	slog.Info("convert", "from", src.String(), "to", f.out, "splits", strings.Join(splits, ","))
+	for _, name := range splits {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := convertSplit(src, name, f.out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// convertSplit loads one split of src and writes it to out in the precomp
+// layout.
+func convertSplit(src data.Source, name, out string) error {
+	start := time.Now()
+	s, err := src.Load(name)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	g := s.Images
+	slog.Info("convert: loaded", "split", s.Name, "images", g.N, "regions", g.R, "dim", g.D,
+		"captions", len(s.Captions), "boxes", g.Boxes != nil, "took", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if err := data.WritePrecomp(out, s); err != nil {
+		return err
+	}
+	fmt.Printf("%s: %d images (%dx%dx%d features), %d captions -> %s (%s)\n",
+		s.Name, g.N, g.N, g.R, g.D, len(s.Captions), filepath.Join(out, s.Name+"_ims.npy"), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// checkOutDir refuses to write into the dataset's own directory: precomp
+// files would replace or join the input, and a directory holding two
+// formats is no longer detected.
+func checkOutDir(out string, src data.Source) error {
+	dir := src.Path
+	if src.Format == data.FormatTSV {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			dir = filepath.Dir(dir)
+		}
+	}
+	a, err := os.Stat(out)
+	if err != nil {
+		return nil // does not exist yet, or MkdirAll reports it
+	}
+	if b, err := os.Stat(dir); err == nil && os.SameFile(a, b) {
+		return usageErrorf("--out %s is the dataset directory; write the precomp files to a directory of their own", out)
+	}
+	return nil
+}

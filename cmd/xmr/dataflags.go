@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/xmr-project/xmr/data"
+)
+
+// dataFlags are the flags that say where a dataset is and in what format:
+// --data, --format, --karpathy, --sizes, --coco-annotations and --ids. A
+// command embeds one in its flag struct, declares them with addTo and
+// builds the data.Source with source.
+type dataFlags struct {
+	path     string
+	format   string
+	karpathy string
+	sizes    string
+	cocoAnns []string
+	ids      string
+}
+
+// addTo declares the flags on fs, with their defaults.
+func (f *dataFlags) addTo(fs *flag.FlagSet) {
+	f.cocoAnns = nil
+	fs.StringVar(&f.path, "data", "", "dataset `PATH`: a precomp directory, a bottom-up directory (bu_att/, bu_box/), or bottom-up TSV data (a .tsv file, a directory of them, or a quoted glob such as 'feats/*.tsv.*')")
+	fs.StringVar(&f.format, "format", "auto", "dataset format: auto (detect from the files), precomp, bottomup or tsv")
+	fs.StringVar(&f.karpathy, "karpathy", "", "Karpathy split `FILE` (dataset_coco.json, ...) for bottomup and tsv data (default: the one dataset_*.json in the data directory)")
+	fs.StringVar(&f.sizes, "sizes", "", "image sizes `FILE` (lines \"id width height\") to normalise bottomup pixel boxes")
+	fs.Func("coco-annotations", "COCO caption annotation `FILES` (captions_train2014.json,captions_val2014.json; comma-separated or repeated) giving the image sizes of bottomup COCO data", func(v string) error {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				f.cocoAnns = append(f.cocoAnns, p)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&f.ids, "ids", "auto", "Karpathy field that names the bottomup files or TSV records: auto, cocoid, imgid or filename")
+}
+
+// source checks the flags, resolves the dataset (detects its format,
+// finds and parses the Karpathy file) and returns it. Errors that another
+// flag resolves say which.
+func (f *dataFlags) source() (data.Source, error) {
+	if f.path == "" {
+		return data.Source{}, usageErrorf("--data is required")
+	}
+	format, err := data.ParseFormat(f.format)
+	if err != nil {
+		return data.Source{}, usageErrorf("--format: %v", err)
+	}
+	ids, err := data.ParseIDScheme(f.ids)
+	if err != nil {
+		return data.Source{}, usageErrorf("--ids: %v", err)
+	}
+	src := data.Source{
+		Format:          format,
+		Path:            f.path,
+		KarpathyFile:    f.karpathy,
+		SizesFile:       f.sizes,
+		COCOAnnotations: f.cocoAnns,
+		IDs:             ids,
+	}
+	r, err := src.Resolve()
+	switch {
+	case errors.Is(err, data.ErrFormatUnknown):
+		return data.Source{}, fmt.Errorf("%w; check --data, or pass --format precomp, bottomup or tsv", err)
+	case errors.Is(err, data.ErrKarpathyUnknown):
+		return data.Source{}, fmt.Errorf("%w; pass --karpathy FILE (dataset_coco.json, dataset_flickr30k.json, ... from Karpathy's caption_datasets.zip)", err)
+	}
+	return r, err
+}
