@@ -27,9 +27,10 @@ import (
 // Options configure a training run.
 type Options struct {
 	Config Config
-	// Data is a dataset directory in the precomp layout (train and dev
-	// splits); it overrides Config.Dataset.Data.
-	Data string
+	// Data is where the train and dev splits are, in any format package
+	// data reads; when its Path is empty, the config's dataset.data is
+	// read (format detected).
+	Data data.Source
 	// Out is the run directory: checkpoints, metrics, curves.
 	Out string
 	// TimeBudget stops the run cleanly after this much wall-clock time of
@@ -92,24 +93,31 @@ type state struct {
 // Run trains a model as o describes.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg := o.Config
-	if o.Data != "" {
-		cfg.Dataset.Data = o.Data
+	src := o.Data
+	if src.Path == "" {
+		src.Path = cfg.Dataset.Data
 	}
-	if cfg.Dataset.Data == "" {
+	if src.Path == "" {
 		return nil, errors.New("no data: give --data DIR or dataset.data in the config")
 	}
+	cfg.Dataset.Data = src.Path
 	if o.Out == "" {
 		return nil, errors.New("no output directory: give --out DIR")
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
 	}
-	trainSplit, err := data.LoadPrecomp(cfg.Dataset.Data, "train", nil)
+	src, err := src.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("data", "source", src.String())
+	trainSplit, err := src.Load("train")
 	if err != nil {
 		return nil, err
 	}
 	defer trainSplit.Close()
-	devSplit, err := data.LoadPrecomp(cfg.Dataset.Data, "dev", nil)
+	devSplit, err := src.Load("dev")
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +147,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			stored = md["config"] // checkpoints of the first format
 		}
 		// The stored config built the weights; only the data may move.
-		data := cfg.Dataset.Data
 		if cfg, err = ParseConfig([]byte(stored)); err != nil {
 			return nil, fmt.Errorf("resume: %s: stored training config: %w", lastPath, err)
 		}
-		cfg.Dataset.Data = data
+		cfg.Dataset.Data = src.Path
 		m = lm
 		slog.Info("resuming", "from", lastPath, "iter", st.Iter, "epoch", st.Epoch)
 	} else {
@@ -177,7 +184,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("resume: %s: %w", lastPath, err)
 		}
 	}
-	grounding, err := data.LoadGrounding(cfg.Dataset.Data, "dev")
+	grounding, err := src.Grounding("dev")
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/synth"
 )
@@ -66,7 +67,7 @@ func BenchmarkTrainStep(b *testing.B) {
 	}
 	out := b.TempDir()
 	b.ResetTimer()
-	if _, err := Run(context.Background(), Options{Config: cfg, Data: dir, Out: out, MaxIters: b.N, ValImages: 50}); err != nil {
+	if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: out, MaxIters: b.N, ValImages: 50}); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -98,7 +99,7 @@ func TestModelsLearn(t *testing.T) {
 			}
 			cfg.Training.ValStep = c.iters / 5
 			out := t.TempDir()
-			res, err := Run(context.Background(), Options{Config: cfg, Data: dir, Out: out, MaxIters: c.iters, ValImages: 200})
+			res, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: out, MaxIters: c.iters, ValImages: 200})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,13 +132,13 @@ func TestResumeIsExact(t *testing.T) {
 	cfg := tinyConfig(t, "teran-mrsw-small.yaml")
 	cfg.Training.ValStep = 10
 	straight, split := t.TempDir(), t.TempDir()
-	if _, err := Run(context.Background(), Options{Config: cfg, Data: dir, Out: straight, MaxIters: 20, ValImages: 50}); err != nil {
+	if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: straight, MaxIters: 20, ValImages: 50}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), Options{Config: cfg, Data: dir, Out: split, MaxIters: 10, ValImages: 50}); err != nil {
+	if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: split, MaxIters: 10, ValImages: 50}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), Options{Data: dir, Out: split, MaxIters: 20, ValImages: 50, Resume: true}); err != nil {
+	if _, err := Run(context.Background(), Options{Data: data.Source{Path: dir}, Out: split, MaxIters: 20, ValImages: 50, Resume: true}); err != nil {
 		t.Fatal(err)
 	}
 	a, fa, err := model.Load(filepath.Join(straight, "last.safetensors"))

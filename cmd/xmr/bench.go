@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/xmr-project/xmr/bench"
@@ -41,7 +40,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if args[0] == "list" {
 		for _, b := range bench.All() {
-			fmt.Printf("%-14s %s\n", b.Name, b.Summary)
+			fmt.Fprintf(stdout, "%-14s %s\n", b.Name, b.Summary)
 		}
 		return nil
 	}
@@ -57,7 +56,7 @@ func runBench(ctx context.Context, args []string) error {
 	opts := bench.Options{Quick: benchFlags.quick, NoPeer: benchFlags.noPeer, Args: args[1:]}
 	opts.Emit = func(r bench.Result) {
 		if benchFlags.json {
-			bench.WriteJSON(os.Stdout, r)
+			bench.WriteJSON(stdout, r)
 		}
 		results = append(results, r)
 	}
@@ -65,7 +64,7 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("benchmark %s: %w", b.Name, err)
 	}
 	if !benchFlags.json {
-		return bench.WriteTable(os.Stdout, results)
+		return bench.WriteTable(stdout, results)
 	}
 	return nil
 }

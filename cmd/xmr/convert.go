@@ -106,7 +106,7 @@ func convertSplit(src data.Source, name, out string) error {
 	if err := data.WritePrecomp(out, s); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %d images (%dx%dx%d features), %d captions -> %s (%s)\n",
+	fmt.Fprintf(stdout, "%s: %d images (%dx%dx%d features), %d captions -> %s (%s)\n",
 		s.Name, g.N, g.N, g.R, g.D, len(s.Captions), filepath.Join(out, s.Name+"_ims.npy"), time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -62,12 +62,12 @@ func runDemo(ctx context.Context, args []string) error {
 	world := filepath.Join(f.dir, "world")
 	run := filepath.Join(f.dir, "run")
 	if _, err := os.Stat(filepath.Join(world, "world.json")); err != nil {
-		fmt.Printf("1/4 generating a synthetic world of %d images in %s\n", f.n, world)
+		fmt.Fprintf(stdout, "1/4 generating a synthetic world of %d images in %s\n", f.n, world)
 		if _, err := synth.Generate(ctx, world, synth.Config{N: f.n, Seed: 1, Dim: 256, Regions: 36, Noise: 0.1, Progress: true}); err != nil {
 			return err
 		}
 	} else {
-		fmt.Printf("1/4 using the synthetic world in %s\n", world)
+		fmt.Fprintf(stdout, "1/4 using the synthetic world in %s\n", world)
 	}
 	best := filepath.Join(run, "best-rsum.safetensors")
 	if _, err := os.Stat(best); err != nil || f.retrain {
@@ -75,18 +75,18 @@ func runDemo(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("2/4 training %s (%s) for %v in %s\n", f.config, cfg.Model.Name, f.timeBudget, run)
+		fmt.Fprintf(stdout, "2/4 training %s (%s) for %v in %s\n", f.config, cfg.Model.Name, f.timeBudget, run)
 		os.RemoveAll(run)
-		res, err := train.Run(ctx, train.Options{Config: cfg, Data: world, Out: run, TimeBudget: f.timeBudget, ValImages: 500})
+		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, ValImages: 500})
 		if err != nil {
 			return err
 		}
-		fmt.Printf("    %d iterations; training curves in %s\n", res.Iters, filepath.Join(run, "curves.png"))
+		fmt.Fprintf(stdout, "    %d iterations; training curves in %s\n", res.Iters, filepath.Join(run, "curves.png"))
 	} else {
-		fmt.Printf("2/4 using the model in %s (--retrain to train again)\n", run)
+		fmt.Fprintf(stdout, "2/4 using the model in %s (--retrain to train again)\n", run)
 	}
 
-	fmt.Printf("3/4 evaluating on the test split\n")
+	fmt.Fprintf(stdout, "3/4 evaluating on the test split\n")
 	m, cf, err := model.Load(best)
 	if err != nil {
 		return err
@@ -109,15 +109,15 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := res.Report.WriteTable(os.Stdout); err != nil {
+	if err := res.Report.WriteTable(stdout); err != nil {
 		return err
 	}
 	if res.Report.Alignment != nil {
 		regions, _ := split.Images.Dims()
-		fmt.Printf("(alignment chance: about %.0f%%)\n", 100/float64(max(regions, 1)))
+		fmt.Fprintf(stdout, "(alignment chance: about %.0f%%)\n", 100/float64(max(regions, 1)))
 	}
 
-	fmt.Printf("4/4 drawing alignments and retrieval results in %s\n", f.dir)
+	fmt.Fprintf(stdout, "4/4 drawing alignments and retrieval results in %s\n", f.dir)
 	var files []string
 	for k, c := range []int{0, 7, 13} {
 		if c >= split.NumCaptions() {
@@ -126,7 +126,7 @@ func runDemo(ctx context.Context, args []string) error {
 		i := split.ImageOf(c)
 		img, err := loadImage(world, split, i)
 		if err != nil {
-			fmt.Printf("    (no PNG images to draw: %v)\n", err)
+			fmt.Fprintf(stdout, "    (no PNG images to draw: %v)\n", err)
 			break
 		}
 		words := overlayWords(split, c, i, model.MatchWords(res.Images, i, res.Texts, c), grounding)
@@ -159,9 +159,9 @@ func runDemo(ctx context.Context, args []string) error {
 		files = append(files, path)
 	}
 	if len(files) > 0 {
-		fmt.Printf("    wrote %s\n", strings.Join(files, ", "))
+		fmt.Fprintf(stdout, "    wrote %s\n", strings.Join(files, ", "))
 	}
-	fmt.Printf("\nNext: xmr eval --checkpoint %s --data %s --split testall --protocol 1k\n", best, world)
+	fmt.Fprintf(stdout, "\nNext: xmr eval --checkpoint %s --data %s --split testall --protocol 1k\n", best, world)
 	return nil
 }
 

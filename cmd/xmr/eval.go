@@ -5,11 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
-	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/model"
 )
@@ -18,7 +16,7 @@ var evalFlags struct {
 	// Input: a similarity matrix, or checkpoints that encode a split.
 	sims        string
 	checkpoints stringList
-	data        string
+	data        dataFlags
 	split       string
 	pooling     string
 	saveSims    string
@@ -40,8 +38,10 @@ func init() {
 	register(&command{
 		name:    "eval",
 		summary: "evaluate retrieval: Recall@1/5/10, medr, meanr, rsum and NDCG (ROUGE-L, SPICE), as in the TERAN paper",
-		usage:   "(--sims SIMS.npy | --checkpoint CKPT [--checkpoint CKPT2 ...] --data DIR) [--protocol 1k|5k|all] [flags]",
+		usage:   "(--sims SIMS.npy | --checkpoint CKPT [--checkpoint CKPT2 ...] --data PATH) [--protocol 1k|5k|all] [flags]",
 		examples: `  xmr eval --checkpoint runs/teran/best-rsum.safetensors --data world --split test
+  xmr eval --checkpoint runs/teran --data world --json    # a run directory: its best-rsum checkpoint
+  xmr eval --checkpoint runs/coco --data /data/coco --karpathy dataset_coco.json --coco-annotations captions_val2014.json --split test
   xmr eval --checkpoint runs/teran/best-rsum.safetensors --data world --split testall --protocol 1k
   xmr eval --checkpoint runs/a/best-rsum.safetensors --checkpoint runs/b/best-rsum.safetensors --data world   # ensemble
   xmr eval --checkpoint runs/tern/best-rsum.safetensors --data world --pooling MrSw   # "TERN MrSw Test"
@@ -50,8 +50,9 @@ func init() {
   xmr eval --sims sims_f30k.npy --protocol all --relevance f30k-rouge.bin --json | jq .rsum`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&evalFlags.sims, "sims", "", "similarity matrix `SIMS.npy`: images x captions (5 per image), float32 or float64")
+			evalFlags.checkpoints = nil
 			fs.Var(&evalFlags.checkpoints, "checkpoint", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint); repeat for an ensemble: the similarities are averaged")
-			fs.StringVar(&evalFlags.data, "data", "", "dataset directory (precomp layout) for --checkpoint")
+			evalFlags.data.addTo(fs)
 			fs.StringVar(&evalFlags.split, "split", "test", "split of --data to evaluate")
 			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the models' scoring: global (CLS cosine), MrSw, MwSr, Symm or MrAvgw")
 			fs.StringVar(&evalFlags.saveSims, "save-sims", "", "write the (ensemble) similarity matrix to `SIMS.npy`")
@@ -101,8 +102,8 @@ func runEval(ctx context.Context, args []string) error {
 // there are several), scores it and evaluates it.
 func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 	f := evalFlags
-	if f.data == "" {
-		return usageErrorf("--checkpoint needs --data DIR")
+	if f.data.path == "" {
+		return usageErrorf("--checkpoint needs --data PATH")
 	}
 	var scoring model.Scoring
 	if f.pooling != "" {
@@ -111,12 +112,16 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 			return usageErrorf("--pooling: %v", err)
 		}
 	}
-	split, err := data.LoadPrecomp(f.data, f.split, nil)
+	src, err := f.data.source()
+	if err != nil {
+		return err
+	}
+	split, err := src.Load(f.split)
 	if err != nil {
 		return err
 	}
 	defer split.Close()
-	grounding, err := data.LoadGrounding(f.data, f.split)
+	grounding, err := src.Grounding(f.split)
 	if err != nil {
 		return err
 	}
@@ -130,9 +135,6 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 		models = append(models, m)
 	}
 	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Grounding: grounding}
-	if err := eval.CheckSimilarity(&eval.Matrix{Rows: split.NumImages(), Cols: split.NumCaptions()}, split.CapsPerImage); err != nil {
-		return fmt.Errorf("%s %s: %w", f.data, f.split, err)
-	}
 	if opts.Relevances, err = relevanceFiles(split.NumCaptions(), split.NumImages()); err != nil {
 		return err
 	}
@@ -214,7 +216,7 @@ func writeReport(rep *eval.Report) error {
 		}
 	}
 	if evalFlags.json {
-		return rep.WriteJSON(os.Stdout)
+		return rep.WriteJSON(stdout)
 	}
-	return rep.WriteTable(os.Stdout)
+	return rep.WriteTable(stdout)
 }

@@ -53,13 +53,18 @@ func usageErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
+// stdout is where commands print their results: os.Stdout, or a test's
+// buffer (runMain sets it).
+var stdout io.Writer = os.Stdout
+
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // runMain runs xmr with args (without the program name) and returns the exit
 // code. It is separate from main so that tests can call it.
-func runMain(args []string, stdout, stderr io.Writer) int {
+func runMain(args []string, out, stderr io.Writer) int {
+	stdout = out
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {

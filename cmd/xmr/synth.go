@@ -64,7 +64,7 @@ func runSynth(ctx context.Context, args []string) error {
 		return err
 	}
 	el := time.Since(start)
-	fmt.Printf("wrote %d images (%d-d features, %d regions) to %s in %s (%.0f images/s)\n",
+	fmt.Fprintf(stdout, "wrote %d images (%d-d features, %d regions) to %s in %s (%.0f images/s)\n",
 		m.Images, m.Dim, m.Regions, synthFlags.out, el.Round(time.Millisecond), float64(m.Images)/el.Seconds())
 	return nil
 }

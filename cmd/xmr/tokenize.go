@@ -48,7 +48,7 @@ func runTokenize(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return tokenizeStream(ctx, wp, os.Stdin, os.Stdout, tokenizeFlags.ids)
+	return tokenizeStream(ctx, wp, os.Stdin, stdout, tokenizeFlags.ids)
 }
 
 // tokenizeStream writes the WordPiece tokens (or ids) of each line of r to

@@ -13,7 +13,7 @@ import (
 
 var trainFlags struct {
 	config     string
-	data       string
+	data       dataFlags
 	out        string
 	timeBudget time.Duration
 	resume     bool
@@ -26,18 +26,20 @@ func init() {
 	register(&command{
 		name:    "train",
 		summary: "train a TERAN or TERN model from a YAML config",
-		usage:   "--config FILE.yaml --data DIR --out DIR [flags]",
+		usage:   "--config FILE.yaml --data PATH --out DIR [flags]",
 		examples: `  xmr synth -n 6000 --dim 256 --no-images --out world
   xmr train --config configs/teran-mrsw-small.yaml --data world --out runs/teran --time-budget 15m
   xmr train --config configs/tern-small.yaml --data world --out runs/tern --time-budget 15m
   xmr train --out runs/teran --data world --resume     # continue a killed run
+  xmr train --config teran-mrsw --data /data/coco --karpathy dataset_coco.json \
+      --coco-annotations captions_train2014.json,captions_val2014.json --out runs/coco   # bottom-up files
 
 Writes DIR/last.safetensors (with optimiser state, for --resume),
 best-rsum.safetensors, best-ndcg.safetensors, metrics.csv, metrics.json,
 curves.png and config.yaml.`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&trainFlags.config, "config", "", "YAML config (see configs/); not needed with --resume")
-			fs.StringVar(&trainFlags.data, "data", "", "dataset directory in the precomp layout (train and dev splits)")
+			trainFlags.data.addTo(fs)
 			fs.StringVar(&trainFlags.out, "out", "", "run directory for checkpoints and metrics")
 			fs.DurationVar(&trainFlags.timeBudget, "time-budget", 0, "stop cleanly after this much training time, e.g. 10m (0: no limit)")
 			fs.BoolVar(&trainFlags.resume, "resume", false, "continue from OUT/last.safetensors")
@@ -56,6 +58,10 @@ func runTrain(ctx context.Context, args []string) error {
 	f := trainFlags
 	if f.out == "" {
 		return usageErrorf("--out is required")
+	}
+	src, err := f.data.source()
+	if err != nil {
+		return err
 	}
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
@@ -80,17 +86,17 @@ func runTrain(ctx context.Context, args []string) error {
 	default:
 		return usageErrorf("--config is required (or --resume)")
 	}
-	res, err := train.Run(ctx, train.Options{Config: cfg, Data: f.data, Out: f.out, TimeBudget: f.timeBudget,
+	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
 		Resume: f.resume, MaxIters: f.maxIters, ValImages: f.valImages})
 	if err != nil {
 		return err
 	}
 	l := res.Last
-	fmt.Fprintf(os.Stdout, "stopped after %d iterations (%d epochs): %s\n", res.Iters, res.Epochs, res.Stopped)
-	fmt.Fprintf(os.Stdout, "last validation: R@1 i2t %.1f t2i %.1f, rsum %.1f", l.R1I2T, l.R1T2I, l.RSum)
+	fmt.Fprintf(stdout, "stopped after %d iterations (%d epochs): %s\n", res.Iters, res.Epochs, res.Stopped)
+	fmt.Fprintf(stdout, "last validation: R@1 i2t %.1f t2i %.1f, rsum %.1f", l.R1I2T, l.R1T2I, l.RSum)
 	if l.AlignN > 0 {
-		fmt.Fprintf(os.Stdout, ", word-region alignment accuracy %.1f%% (%d words)", 100*l.AlignAcc, l.AlignN)
+		fmt.Fprintf(stdout, ", word-region alignment accuracy %.1f%% (%d words)", 100*l.AlignAcc, l.AlignN)
 	}
-	fmt.Fprintf(os.Stdout, "\nbest rsum %.1f; checkpoints in %s\n", res.BestRSum, f.out)
+	fmt.Fprintf(stdout, "\nbest rsum %.1f; checkpoints in %s\n", res.BestRSum, f.out)
 	return nil
 }

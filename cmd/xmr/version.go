@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 
@@ -21,8 +20,8 @@ func init() {
 			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 				v = bi.Main.Version
 			}
-			fmt.Fprintf(os.Stdout, "xmr %s (%s, %s/%s, %d CPUs)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-			fmt.Fprintf(os.Stdout, "gemm: %s\n", blas.Describe())
+			fmt.Fprintf(stdout, "xmr %s (%s, %s/%s, %d CPUs)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+			fmt.Fprintf(stdout, "gemm: %s\n", blas.Describe())
 			return nil
 		},
 	})

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xmr-project/xmr/synth"
+)
+
+// tinyConfig is a training config small enough for a test: every width 16.
+const tinyConfig = `model:
+  name: %MODEL%
+  embed-size: 16
+  layers: 1
+  heads: 2
+  ff: 16
+text-model:
+  name: bert
+  word-dim: 16
+  extraction-hidden-layer: 1
+  heads: 2
+  ff: 16
+  max-positions: 64
+image-model:
+  feat-dim: 16
+  transformer-layers: 1
+  heads: 2
+  ff: 16
+  hidden: 16
+training:
+  lr: 0.001
+  bs: 16
+  loss-type: %LOSS%
+  val-step: 0
+`
+
+func writeTinyConfig(t *testing.T, dir, name, loss string) string {
+	t.Helper()
+	path := filepath.Join(dir, name+".yaml")
+	y := strings.ReplaceAll(strings.ReplaceAll(tinyConfig, "%MODEL%", name), "%LOSS%", loss)
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = runMain(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestTrainEvalPipeline trains TERAN and TERN for a few iterations through
+// the command line and evaluates them: from the checkpoint file and from
+// the run directory, with the JSON report carrying the alignment accuracy,
+// TERN scored with an alignment pooling, and bad poolings refused.
+func TestTrainEvalPipeline(t *testing.T) {
+	dir := t.TempDir()
+	world := filepath.Join(dir, "world")
+	if _, err := synth.Generate(context.Background(), world, synth.Config{N: 200, Seed: 1, Dim: 16, Regions: 6, Noise: 0.1, NoImages: true, Dev: 50, Test: 50}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ model, loss string }{{"teran", "alignment"}, {"tern", "matching"}} {
+		t.Run(c.model, func(t *testing.T) {
+			runDir := filepath.Join(dir, "run-"+c.model)
+			cfg := writeTinyConfig(t, dir, c.model, c.loss)
+			if _, stderr, code := run(t, "train", "--config", cfg, "--data", world, "--out", runDir, "--max-iters", "3", "--val-images", "50"); code != 0 {
+				t.Fatalf("train: exit %d: %s", code, stderr)
+			}
+			for _, ckpt := range []string{runDir, filepath.Join(runDir, "best-rsum.safetensors")} {
+				stdout, stderr, code := run(t, "eval", "--checkpoint", ckpt, "--data", world, "--json", "--no-ndcg")
+				if code != 0 {
+					t.Fatalf("eval %s: exit %d: %s", ckpt, code, stderr)
+				}
+				var rep struct {
+					Images    int     `json:"images"`
+					RSum      float64 `json:"rsum"`
+					Alignment *struct {
+						Accuracy float64 `json:"accuracy"`
+						Words    int     `json:"words"`
+					} `json:"alignment"`
+				}
+				if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+					t.Fatalf("eval --json printed %q: %v", stdout, err)
+				}
+				if rep.Images != 50 || rep.RSum <= 0 || rep.Alignment == nil || rep.Alignment.Words == 0 {
+					t.Fatalf("eval --json: %+v, want 50 images, an rsum and the alignment accuracy", rep)
+				}
+			}
+			if _, stderr, code := run(t, "eval", "--checkpoint", runDir, "--data", world, "--pooling", "mwsr", "--no-ndcg"); code != 0 {
+				t.Fatalf("eval --pooling mwsr: exit %d: %s", code, stderr)
+			}
+		})
+	}
+	_, stderr, code := run(t, "eval", "--checkpoint", filepath.Join(dir, "run-teran"), "--data", world, "--pooling", "bogus")
+	if code != 2 || !strings.Contains(stderr, "global, MrSw, MwSr, Symm, MrAvgw") {
+		t.Fatalf("--pooling bogus: exit %d, stderr %q; want a usage error listing the scorings", code, stderr)
+	}
+	_, stderr, code = run(t, "eval", "--checkpoint", world, "--data", world)
+	if code != 1 || !strings.Contains(stderr, "without checkpoints") {
+		t.Fatalf("--checkpoint on a directory without checkpoints: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestTrainOnBottomUp trains directly on per-image bottom-up files with a
+// Karpathy split file: no conversion step.
+func TestTrainOnBottomUp(t *testing.T) {
+	dir := t.TempDir()
+	splits := []string{"train", "train", "train", "train", "train", "train", "val", "val", "test"}
+	writeBottomUp(t, dir, splits)
+	cfg := writeTinyConfig(t, t.TempDir(), "teran", "alignment")
+	y, _ := os.ReadFile(cfg)
+	y = bytes.Replace(y, []byte("feat-dim: 16"), []byte("feat-dim: 4"), 1)
+	if err := os.WriteFile(cfg, y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(t.TempDir(), "run")
+	args := []string{"train", "--config", cfg, "--data", dir, "--karpathy", "dataset_coco.json",
+		"--coco-annotations", "captions_train2014.json,captions_val2014.json", "--out", runDir, "--max-iters", "2"}
+	if _, stderr, code := run(t, args...); code != 0 {
+		t.Fatalf("train on bottom-up files: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "best-rsum.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+}
