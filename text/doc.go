@@ -9,7 +9,7 @@
 //     splits off punctuation; then every word is cut into the longest
 //     matching vocabulary pieces, "##" marking a continuation. It reads a
 //     HuggingFace vocab.txt ([LoadVocab]).
-//   - [WordVocab]: a word-level vocabulary for the GRU/LSTM/SEAM encoders,
+//   - [WordVocab]: a word-level vocabulary for the GRU/LSTM/transformer word encoders,
 //     built from training captions with the same basic tokenizer and no
 //     WordPiece step.
 //   - [IsStopWord] and [StopWordMask]: the NLTK English stop-word list, for

@@ -6,7 +6,7 @@ import (
 )
 
 // The special tokens of a word vocabulary and their fixed ids, in the order
-// of the VSE++ vocabulary that SEAM inherits.
+// of the VSE++ vocabulary.
 const (
 	WordPad   = "<pad>"   // id 0: padding
 	WordStart = "<start>" // id 1: first token of every sequence
@@ -22,7 +22,7 @@ const (
 var wordSpecials = [...]string{WordPad, WordStart, WordEnd, WordUnk}
 
 // WordVocab is a word-level vocabulary for the recurrent and convolutional
-// text encoders (GRU, LSTM, SEAM). Words are those of [BasicTokenize]:
+// text encoders (GRU, LSTM, word transformer). Words are those of [BasicTokenize]:
 // lower-cased, accents stripped, punctuation split off, no WordPiece. Ids 0
 // to 3 are the special tokens <pad>, <start>, <end>, <unk>.
 //

@@ -1,6 +1,6 @@
-// Command xmr is a cross-modal retrieval system: it trains and evaluates the
-// image-text matching models TERAN, TERN, SEAM and MEMBER, builds on-disk
-// indexes and answers queries from the command line and over HTTP.
+// Command xmr is a cross-modal retrieval system: it generates a synthetic
+// world, converts datasets, trains and evaluates the image-text matching
+// models TERAN and TERN, and draws their word-region alignments.
 //
 // Run "xmr help" for the list of subcommands and "xmr CMD -h" for the help of
 // one of them.
@@ -131,7 +131,7 @@ func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 }
 
 func printHelp(w io.Writer) {
-	fmt.Fprintf(w, "xmr: cross-modal image-text retrieval (TERAN, TERN, SEAM, MEMBER)\n\nUsage: xmr COMMAND [flags] [args]\n\nCommands:\n")
+	fmt.Fprintf(w, "xmr: cross-modal image-text retrieval (TERAN, TERN)\n\nUsage: xmr COMMAND [flags] [args]\n\nCommands:\n")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
