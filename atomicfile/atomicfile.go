@@ -2,6 +2,10 @@
 // or the complete new content, never a half-written file: data goes to a
 // temporary file in the same directory, is synced, and is renamed over the
 // destination; the directory is synced after the rename.
+//
+// Write and WriteBytes do it all in one call. Create returns a File for
+// writers that stream their output and give several files their final
+// names together: Close each, then Commit each.
 package atomicfile
 
 import (
@@ -16,41 +20,19 @@ import (
 // returns an error, the destination is left untouched and the temporary file
 // is removed.
 func Write(path string, write func(w io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := Create(path)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
 	defer func() {
 		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			f.Abort()
 		}
 	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err = write(bw); err != nil {
+	if err = write(f); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename into %s: %w", path, err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return f.Commit()
 }
 
 // WriteBytes creates path atomically with content b.
@@ -59,4 +41,81 @@ func WriteBytes(path string, b []byte) error {
 		_, err := w.Write(b)
 		return err
 	})
+}
+
+// File is a file being written atomically. What is written goes, buffered,
+// to a temporary file beside the destination; Close makes it durable and
+// Commit renames it into place. Until Commit the destination is untouched,
+// and Abort removes the temporary file.
+type File struct {
+	path     string
+	tmp      *os.File
+	w        *bufio.Writer
+	closed   bool
+	closeErr error
+}
+
+// Create starts writing path atomically.
+func Create(path string) (*File, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return &File{path: path, tmp: tmp, w: bufio.NewWriterSize(tmp, 1<<20)}, nil
+}
+
+// Name returns the destination path.
+func (f *File) Name() string { return f.path }
+
+// Write writes p to the temporary file.
+func (f *File) Write(p []byte) (int, error) { return f.w.Write(p) }
+
+// Close flushes, syncs and closes the temporary file, which then has the
+// destination's permissions (0644); the destination is not yet touched.
+// Closing again returns the first Close's result.
+func (f *File) Close() error {
+	if !f.closed {
+		f.closed = true
+		f.closeErr = f.finish()
+	}
+	return f.closeErr
+}
+
+func (f *File) finish() error {
+	if err := f.w.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", f.path, err)
+	}
+	if err := f.tmp.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", f.path, err)
+	}
+	if err := f.tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", f.path, err)
+	}
+	if err := os.Chmod(f.tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("chmod %s: %w", f.path, err)
+	}
+	return nil
+}
+
+// Commit closes the file if needed, renames it over the destination and
+// syncs the directory.
+func (f *File) Commit() error {
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.tmp.Name(), f.path); err != nil {
+		return fmt.Errorf("rename into %s: %w", f.path, err)
+	}
+	if d, err := os.Open(filepath.Dir(f.path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Abort closes and removes the temporary file, leaving the destination as
+// it was. It does nothing after a successful Commit.
+func (f *File) Abort() {
+	f.tmp.Close()
+	os.Remove(f.tmp.Name())
 }

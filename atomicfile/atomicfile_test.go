@@ -39,3 +39,42 @@ func TestWrite(t *testing.T) {
 		t.Fatal("writing into a missing directory succeeded")
 	}
 }
+
+func TestFile(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	fa, err := Create(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := Create(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(fa, "streamed ")
+	io.WriteString(fa, "content")
+	io.WriteString(fb, "dropped")
+	if err := fa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a); !os.IsNotExist(err) {
+		t.Fatalf("destination exists before Commit: %v", err)
+	}
+	if err := fa.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	fb.Abort()
+	if got, err := os.ReadFile(a); err != nil || string(got) != "streamed content" {
+		t.Fatalf("after Commit: %q, %v", got, err)
+	}
+	if st, _ := os.Stat(a); st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", st.Mode().Perm())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "a" || fa.Name() != a {
+		t.Fatalf("directory holds %v, want only a", ents)
+	}
+	fa.Abort() // after Commit: harmless
+	if _, err := os.Stat(a); err != nil {
+		t.Fatalf("Abort after Commit removed the file: %v", err)
+	}
+}

@@ -9,10 +9,8 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/mmap"
 )
-
-// errNoMmap says that a file is read instead of mapped.
-var errNoMmap = errors.New("memory map not available")
 
 // Save writes tensors and metadata to path in the safetensors format (see
 // Write), atomically: readers see the old file or the complete new one, and
@@ -58,7 +56,7 @@ func Open(path string) (*File, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("checkpoint %s: not a regular file", path)
 	}
-	data, err := mapFile(f, st.Size())
+	data, err := mmap.Map(f, st.Size(), mmap.ReadOnly)
 	mapped := err == nil
 	if !mapped {
 		if data, err = io.ReadAll(f); err != nil {
@@ -68,7 +66,7 @@ func Open(path string) (*File, error) {
 	cf, err := newFile(path, data)
 	if err != nil {
 		if mapped {
-			unmap(data)
+			mmap.Unmap(data)
 		}
 		return nil, err
 	}
@@ -93,7 +91,7 @@ func (f *File) Close() error {
 	}
 	var err error
 	if f.mapped {
-		err = unmap(f.data)
+		err = mmap.Unmap(f.data)
 	}
 	f.data = nil
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sbinet/npyio/npz"
+	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/progress"
 )
 
@@ -64,44 +65,44 @@ func ReadBottomUpImage(dir, id string) (*BottomUpImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	im := &BottomUpImage{ID: id, N: h.shape[0], D: h.shape[1], Feat: feat}
+	im := &BottomUpImage{ID: id, N: h.Shape[0], D: h.Shape[1], Feat: feat}
 	boxDir := filepath.Join(dir, buBoxDir)
 	if ok, err := exists(boxDir); err != nil {
 		return nil, err
 	} else if ok {
 		boxPath := filepath.Join(boxDir, id+".npy")
-		v, shape, err := readNPYFloat32(boxPath)
+		a, err := npy.Read(boxPath)
 		if err != nil {
 			return nil, err
 		}
-		if len(shape) != 2 || shape[1] != 4 {
-			return nil, fmt.Errorf("read %s: shape %s: want (N,4) boxes", boxPath, shapeString(shape))
+		if len(a.Shape) != 2 || a.Shape[1] != 4 {
+			return nil, fmt.Errorf("read %s: shape %s: want (N,4) boxes", boxPath, npy.FormatShape(a.Shape))
 		}
-		if shape[0] != im.N {
-			return nil, fmt.Errorf("read %s: %d boxes, but %s has %d regions", boxPath, shape[0], featPath, im.N)
+		if a.Shape[0] != im.N {
+			return nil, fmt.Errorf("read %s: %d boxes, but %s has %d regions", boxPath, a.Shape[0], featPath, im.N)
 		}
-		im.Boxes = v
+		im.Boxes = a.Data
 	}
 	return im, nil
 }
 
 // readNPZFeat opens the npz file at path and reads the header of its
 // "feat" array, (N,D) float, and its data when withData.
-func readNPZFeat(path string, withData bool) (npyHeader, []float32, error) {
+func readNPZFeat(path string, withData bool) (npy.Header, []float32, error) {
 	z, err := npz.Open(path)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
-			return npyHeader{}, nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
+			return npy.Header{}, nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 		}
-		return npyHeader{}, nil, fmt.Errorf("read %s: not an .npz (zip) file: %w", path, err)
+		return npy.Header{}, nil, fmt.Errorf("read %s: not an .npz (zip) file: %w", path, err)
 	}
 	defer z.Close()
 	return readFeatEntry(z, path, withData)
 }
 
 // readFeatEntry reads the "feat" array of an open npz archive.
-func readFeatEntry(z *npz.Reader, path string, withData bool) (npyHeader, []float32, error) {
+func readFeatEntry(z *npz.Reader, path string, withData bool) (npy.Header, []float32, error) {
 	key := ""
 	for _, k := range z.Keys() {
 		if k == "feat.npy" || (k == "feat" && key == "") {
@@ -109,27 +110,28 @@ func readFeatEntry(z *npz.Reader, path string, withData bool) (npyHeader, []floa
 		}
 	}
 	if key == "" {
-		return npyHeader{}, nil, fmt.Errorf("read %s: no array \"feat\" (has %s)", path, strings.Join(z.Keys(), ", "))
+		return npy.Header{}, nil, fmt.Errorf("read %s: no array \"feat\" (has %s)", path, strings.Join(z.Keys(), ", "))
 	}
 	rc, err := z.Open(key)
 	if err != nil {
-		return npyHeader{}, nil, fmt.Errorf("read %s: %w", path, err)
+		return npy.Header{}, nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer rc.Close()
-	h, err := readNPYHeader(rc)
+	r, err := npy.NewReader(rc)
 	if err != nil {
-		return h, nil, fmt.Errorf("read %s: feat: %w", path, err)
+		return npy.Header{}, nil, fmt.Errorf("read %s: feat: %w", path, err)
 	}
-	if len(h.shape) != 2 {
-		return h, nil, fmt.Errorf("read %s: feat has shape %s: want (regions, features)", path, shapeString(h.shape))
+	h := r.Header
+	if len(h.Shape) != 2 {
+		return h, nil, fmt.Errorf("read %s: feat has shape %s: want (regions, features)", path, npy.FormatShape(h.Shape))
 	}
-	if h.dtype.kind != 'f' {
-		return h, nil, fmt.Errorf("read %s: feat has dtype %s (%s): want float16, float32 or float64", path, h.dtype.str, h.dtype.name())
+	if h.DType.Kind != 'f' {
+		return h, nil, fmt.Errorf("read %s: feat has dtype %s (%s): want float16, float32 or float64", path, h.DType.Descr(), h.DType)
 	}
 	if !withData {
 		return h, nil, nil
 	}
-	feat, err := readFloat32(rc, &h, false)
+	feat, err := r.ReadFloat32()
 	if err != nil {
 		return h, nil, fmt.Errorf("read %s: feat: %w", path, err)
 	}
@@ -195,7 +197,7 @@ func LoadBottomUp(dir, karpathyJSON, split string, opt *BottomUpOptions) (*Split
 		if err != nil {
 			return missing(ids[i], err)
 		}
-		rows[i], dims[i] = h.shape[0], h.shape[1]
+		rows[i], dims[i] = h.Shape[0], h.Shape[1]
 		bar.Add(1)
 		return nil
 	})

@@ -3,6 +3,8 @@ package data
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/xmr-project/xmr/npy"
 )
 
 // DefaultCapsPerImage is the number of captions per image in COCO, Flickr30k
@@ -33,7 +35,7 @@ type Regions struct {
 	// means R for every image.
 	Count []int
 
-	m *mapping // the file mapping Feat points into, owned by this value
+	m *npy.Array // the mapped array Feat points into, owned by this value
 }
 
 // Len returns the number of images, N.
@@ -84,7 +86,7 @@ func (g *Regions) Close() error {
 	if g == nil || g.m == nil {
 		return nil
 	}
-	err := g.m.close()
+	err := g.m.Close()
 	g.m = nil
 	g.Feat = nil
 	return err

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/npy"
 )
 
 // testSplit builds a deterministic split of n images, R region slots of D
@@ -52,31 +54,21 @@ func testSplit(name string, n, R, D int, global, variable bool) *Split {
 	return s
 }
 
-// npyBytes returns an .npy file with the given header dict (written
-// verbatim, version 1.0) and data.
-func npyBytes(dict string, data []byte) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	h := dict + "\n"
-	binary.Write(&b, binary.LittleEndian, uint16(len(h)))
-	b.WriteString(h)
-	b.Write(data)
-	return b.Bytes()
+// npyRaw returns an .npy file of the given dtype, order and shape holding
+// the raw data bytes as they are.
+func npyRaw(descr string, fortran bool, shape []int, data []byte) []byte {
+	d, err := npy.ParseDType(descr)
+	if err != nil {
+		panic(err)
+	}
+	return append(npy.Header{DType: d, Fortran: fortran, Shape: shape}.Bytes(), data...)
 }
 
-// f32le and f64le encode values little-endian; f32be big-endian.
+// f32le and f64le encode values little-endian.
 func f32le(v ...float32) []byte {
 	var b []byte
 	for _, x := range v {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
-}
-
-func f32be(v ...float32) []byte {
-	var b []byte
-	for _, x := range v {
-		b = binary.BigEndian.AppendUint32(b, math.Float32bits(x))
 	}
 	return b
 }
@@ -87,15 +79,6 @@ func f64le(v ...float32) []byte {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(x)))
 	}
 	return b
-}
-
-// dictFor returns a numpy-style header dict.
-func dictFor(descr string, fortran bool, shape string) string {
-	f := "False"
-	if fortran {
-		f = "True"
-	}
-	return fmt.Sprintf("{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr, f, shape)
 }
 
 // npzBytes returns a zip (deflated, as np.savez_compressed writes) holding
@@ -119,7 +102,9 @@ func npzBytes(t testing.TB, entries map[string][]byte) []byte {
 // npyOf returns a float32 .npy file of the given shape.
 func npyOf(shape []int, data []float32) []byte {
 	var b bytes.Buffer
-	encodeNPYFloat32(&b, shape, data)
+	if err := npy.Write(&b, shape, data); err != nil {
+		panic(err)
+	}
 	return b.Bytes()
 }
 

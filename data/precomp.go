@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/xmr-project/xmr/npy"
 )
 
 // PrecompOptions tunes LoadPrecomp. The zero value (and nil) gives the
@@ -71,24 +73,24 @@ func LoadPrecomp(dir, split string, opt *PrecompOptions) (s *Split, err error) {
 	}
 	nimg := len(caps) / k
 
-	nf, err := openNPY(imsPath)
+	nf, err := npy.Open(imsPath)
 	if err != nil {
 		return nil, err
 	}
-	defer nf.close()
-	h := &nf.h
+	defer nf.Close()
+	h := &nf.Header
 	var rows, R, D int
 	global := false
-	switch len(h.shape) {
+	switch len(h.Shape) {
 	case 2:
-		rows, R, D, global = h.shape[0], 1, h.shape[1], true
+		rows, R, D, global = h.Shape[0], 1, h.Shape[1], true
 	case 3:
-		rows, R, D = h.shape[0], h.shape[1], h.shape[2]
+		rows, R, D = h.Shape[0], h.Shape[1], h.Shape[2]
 	default:
-		return nil, fmt.Errorf("read %s: shape %s: want (N,R,D) region or (N,D) global features", imsPath, shapeString(h.shape))
+		return nil, fmt.Errorf("read %s: shape %s: want (N,R,D) region or (N,D) global features", imsPath, npy.FormatShape(h.Shape))
 	}
-	if h.dtype.kind != 'f' {
-		return nil, fmt.Errorf("read %s: dtype %s (%s): features must be float16, float32 or float64", imsPath, h.dtype.str, h.dtype.name())
+	if h.DType.Kind != 'f' {
+		return nil, fmt.Errorf("read %s: dtype %s (%s): features must be float16, float32 or float64", imsPath, h.DType.Descr(), h.DType)
 	}
 	dup := false // SCAN's layout: one (repeated) feature row per caption
 	switch {
@@ -100,16 +102,27 @@ func LoadPrecomp(dir, split string, opt *PrecompOptions) (s *Split, err error) {
 			imsPath, rows, rows*k, k, filepath.Base(capsPath), len(caps))
 	}
 
-	feat, m, err := nf.float32s(!o.NoMmap && !dup)
+	g := &Regions{N: rows, R: R, D: D}
+	if o.NoMmap || dup {
+		g.Feat, err = nf.ReadFloat32()
+	} else {
+		var a *npy.Array
+		if a, err = nf.Map(); err == nil {
+			g.Feat = a.Data
+			if a.Mapped() {
+				g.m = a
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	g := &Regions{N: rows, R: R, D: D, Feat: feat, m: m}
 	defer func() {
 		if err != nil {
 			g.Close()
 		}
 	}()
+	feat := g.Feat
 	if dup {
 		row := R * D
 		for j := 1; j < k && row > 0; j++ {
@@ -219,12 +232,18 @@ func loadPrecompCounts(s *Split, path string, pick pickFunc) error {
 		}
 		return err
 	}
-	v, shape, err := readNPYInts(path)
+	f, err := npy.Open(path)
 	if err != nil {
 		return err
 	}
+	defer f.Close()
+	shape := f.Header.Shape
 	if len(shape) != 1 {
-		return fmt.Errorf("read %s: shape %s: want (N,)", path, shapeString(shape))
+		return fmt.Errorf("read %s: shape %s: want (N,)", path, npy.FormatShape(shape))
+	}
+	v, err := f.ReadInts()
+	if err != nil {
+		return err
 	}
 	step, err := pick(path, shape[0])
 	if err != nil {
@@ -244,12 +263,13 @@ func loadPrecompSizes(s *Split, path string, pick pickFunc) error {
 	if ok, err := exists(path); !ok {
 		return err
 	}
-	v, shape, err := readNPYFloat32(path)
+	a, err := npy.Read(path)
 	if err != nil {
 		return err
 	}
+	v, shape := a.Data, a.Shape
 	if len(shape) != 2 || shape[1] != 2 {
-		return fmt.Errorf("read %s: shape %s: want (N,2) width, height", path, shapeString(shape))
+		return fmt.Errorf("read %s: shape %s: want (N,2) width, height", path, npy.FormatShape(shape))
 	}
 	step, err := pick(path, shape[0])
 	if err != nil {
@@ -274,12 +294,13 @@ func loadPrecompBoxes(s *Split, path, sizesPath string, pick pickFunc) error {
 	if s.Global {
 		return fmt.Errorf("read %s: boxes given for global (N,D) features", path)
 	}
-	v, shape, err := readNPYFloat32(path)
+	a, err := npy.Read(path)
 	if err != nil {
 		return err
 	}
+	v, shape := a.Data, a.Shape
 	if len(shape) != 3 || shape[1] != g.R || shape[2] != 4 {
-		return fmt.Errorf("read %s: shape %s: want (N,%d,4)", path, shapeString(shape), g.R)
+		return fmt.Errorf("read %s: shape %s: want (N,%d,4)", path, npy.FormatShape(shape), g.R)
 	}
 	step, err := pick(path, shape[0])
 	if err != nil {

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/mmap"
 )
 
 // equalSplits fails unless got has want's content.
@@ -91,13 +94,17 @@ var mmapAvailable = func() bool {
 		return false
 	}
 	defer f.Close()
-	m, err := mapFile(f, 4096)
+	b, err := mmap.Map(f, 4096, mmap.ReadOnly)
 	if err != nil {
 		return false
 	}
-	m.close()
+	mmap.Unmap(b)
 	return true
 }()
+
+// hostLE reports whether this machine is little-endian, as the float32
+// data of the files must be to be mapped.
+var hostLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 func TestPrecompStaleFilesRemoved(t *testing.T) {
 	dir := t.TempDir()
@@ -164,7 +171,7 @@ func TestPrecompPixelBoxes(t *testing.T) {
 		10, 20, 100, 200, 0, 0, 0, 0,
 	}))
 	writeFile(t, filepath.Join(dir, "val_sizes.npy"), npyOf([]int{2, 2}, []float32{640, 480, 100, 200}))
-	writeFile(t, filepath.Join(dir, "val_nregions.npy"), npyBytes(dictFor("<i8", false, "(2,)"), []byte{2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}))
+	writeFile(t, filepath.Join(dir, "val_nregions.npy"), npyRaw("<i8", false, []int{2}, []byte{2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}))
 	writeLines(filepath.Join(dir, "val_ids.txt"), []string{"391895", "522418"})
 	s, err := LoadPrecomp(dir, "val", nil)
 	if err != nil {
@@ -255,12 +262,12 @@ func TestPrecompErrors(t *testing.T) {
 			[]string{"test_ims.npy: image 1 feature 1 is +Inf"}},
 		{"4-d", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyOf([]int{1, 1, 1, 1}, []float32{0})},
 			[]string{"shape (1,1,1,1)"}},
-		{"int features", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyBytes(dictFor("<i4", false, "(1, 1)"), make([]byte, 4))},
+		{"int features", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyRaw("<i4", false, []int{1, 1}, make([]byte, 4))},
 			[]string{"dtype <i4 (int32): features must be float"}},
-		{"truncated", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyBytes(dictFor("<f4", false, "(1, 36, 2048)"), make([]byte, 100))},
+		{"truncated", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyRaw("<f4", false, []int{1, 36, 2048}, make([]byte, 100))},
 			[]string{"test_ims.npy: truncated: header says (1,36,2048) float32 = 294912 bytes of data, file has 100"}},
 		{"nregions too big", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": feats(1, 2, 1, 0, -1),
-			"test_nregions.npy": npyBytes(dictFor("<i4", false, "(1,)"), []byte{3, 0, 0, 0})},
+			"test_nregions.npy": npyRaw("<i4", false, []int{1}, []byte{3, 0, 0, 0})},
 			[]string{"test_nregions.npy: image 0 has 3 valid regions, outside [0,2]"}},
 		{"nregions float", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": feats(1, 2, 1, 0, -1),
 			"test_nregions.npy": npyOf([]int{1}, []float32{1})},
@@ -295,8 +302,8 @@ func TestPrecompConversions(t *testing.T) {
 	// float64 and Fortran-order features load as float32 in C order.
 	dir := t.TempDir()
 	writeLines(filepath.Join(dir, "a_caps.txt"), repeat("c", 10))
-	writeFile(t, filepath.Join(dir, "a_ims.npy"), npyBytes(dictFor("<f8", false, "(2, 3)"), f64le(1, 2, 3, 4, 5, 6)))
-	writeFile(t, filepath.Join(dir, "b_ims.npy"), npyBytes(dictFor("<f4", true, "(2, 3)"), f32le(1, 4, 2, 5, 3, 6)))
+	writeFile(t, filepath.Join(dir, "a_ims.npy"), npyRaw("<f8", false, []int{2, 3}, f64le(1, 2, 3, 4, 5, 6)))
+	writeFile(t, filepath.Join(dir, "b_ims.npy"), npyRaw("<f4", true, []int{2, 3}, f32le(1, 4, 2, 5, 3, 6)))
 	writeLines(filepath.Join(dir, "b_caps.txt"), repeat("c", 10))
 	for _, name := range []string{"a", "b"} {
 		s, err := LoadPrecomp(dir, name, nil)

@@ -12,6 +12,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/xmr-project/xmr/npy"
 )
 
 // TSV is the output of the bottom-up attention extractor (Anderson et al.,
@@ -219,9 +221,9 @@ func toFloat32s(dst []float32, raw []byte, n int) ([]float32, error) {
 	dst = dst[:n]
 	switch len(raw) {
 	case 4 * n:
-		dtype{kind: 'f', size: 4}.toFloat32(dst, raw)
+		npy.Float32.ToFloat32(dst, raw)
 	case 8 * n:
-		dtype{kind: 'f', size: 8}.toFloat32(dst, raw)
+		npy.DType{Kind: 'f', Size: 8}.ToFloat32(dst, raw)
 	default:
 		return nil, errors.New("size mismatch")
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -444,4 +445,38 @@ func decodeRelevance(r io.Reader, size int64, nCaptions, nImages int) (*Matrix, 
 		return nil, err
 	}
 	return m, nil
+}
+
+// writeFloat32LE writes v as little-endian float32 values.
+func writeFloat32LE(w io.Writer, v []float32) error {
+	const chunk = 1 << 16
+	buf := make([]byte, 4*min(chunk, len(v)))
+	for len(v) > 0 {
+		k := min(chunk, len(v))
+		for i, x := range v[:k] {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+		}
+		if _, err := w.Write(buf[:4*k]); err != nil {
+			return err
+		}
+		v = v[k:]
+	}
+	return nil
+}
+
+// readFloat32LE fills dst with little-endian float32 values from r.
+func readFloat32LE(r io.Reader, dst []float32) error {
+	const chunk = 1 << 16
+	buf := make([]byte, 4*min(chunk, len(dst)))
+	for len(dst) > 0 {
+		k := min(chunk, len(dst))
+		if _, err := io.ReadFull(r, buf[:4*k]); err != nil {
+			return err
+		}
+		for i := range dst[:k] {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		}
+		dst = dst[k:]
+	}
+	return nil
 }

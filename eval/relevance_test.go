@@ -202,11 +202,11 @@ func TestNPYRoundTrip(t *testing.T) {
 	if got.Rows != 3 || got.Cols != 7 || !bytes.Equal(f32bytes(got.Data), f32bytes(m.Data)) {
 		t.Errorf("round trip changed the matrix")
 	}
-	// A truncated file names both sizes.
+	// A truncated file is named, with both sizes.
 	if err := os.WriteFile(p, buf.Bytes()[:buf.Len()-4], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadNPY(p); err == nil || !strings.Contains(err.Error(), "needs") {
+	if _, err := ReadNPY(p); err == nil || !strings.Contains(err.Error(), "truncated") || !strings.Contains(err.Error(), p) {
 		t.Errorf("truncated npy: err = %v", err)
 	}
 }

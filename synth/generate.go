@@ -16,6 +16,7 @@ import (
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/blas"
+	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/progress"
 )
 
@@ -207,20 +208,20 @@ type chunk struct {
 // output is the set of temporary files of one split.
 type output struct {
 	sp    Split
-	files [nFiles]*tempFile
+	files [nFiles]*atomicfile.File
 }
 
 func (w *World) openOutput(dir string, sp Split) (*output, error) {
 	o := &output{sp: sp}
 	R, D, N := w.cfg.Regions, w.cfg.Dim, sp.Len
 	headers := [nFiles][]byte{
-		fIms:      npyHeader("<f4", N, R, D),
-		fBoxes:    npyHeader("<f4", N, R, 4),
-		fSizes:    npyHeader("<f4", N, 2),
-		fNRegions: npyHeader("<i4", N),
+		fIms:      npy.Header{DType: npy.Float32, Shape: []int{N, R, D}}.Bytes(),
+		fBoxes:    npy.Header{DType: npy.Float32, Shape: []int{N, R, 4}}.Bytes(),
+		fSizes:    npy.Header{DType: npy.Float32, Shape: []int{N, 2}}.Bytes(),
+		fNRegions: npy.Header{DType: npy.Int32, Shape: []int{N}}.Bytes(),
 	}
 	for f := range nFiles {
-		t, err := createTemp(filepath.Join(dir, sp.Name+fileSuffixes[f]))
+		t, err := atomicfile.Create(filepath.Join(dir, sp.Name+fileSuffixes[f]))
 		if err != nil {
 			o.abort()
 			return nil, err
@@ -239,7 +240,7 @@ func (w *World) openOutput(dir string, sp Split) (*output, error) {
 func (o *output) abort() {
 	for _, t := range o.files {
 		if t != nil {
-			t.abort()
+			t.Abort()
 		}
 	}
 }
@@ -254,7 +255,7 @@ func (o *output) write(c *chunk, k int) error {
 			data = c.text[f].Bytes()[:c.off[f][k]]
 		}
 		if _, err := o.files[f].Write(data); err != nil {
-			return fmt.Errorf("write %s: %w", o.files[f].final, err)
+			return fmt.Errorf("write %s: %w", o.files[f].Name(), err)
 		}
 	}
 	return nil
@@ -419,7 +420,7 @@ func (w *World) Write(ctx context.Context, dir string) (m *Manifest, err error) 
 	// Make everything durable before anything gets a final name.
 	for _, o := range outs {
 		for _, t := range o.files {
-			if err := t.finish(); err != nil {
+			if err := t.Close(); err != nil {
 				return nil, err
 			}
 		}
@@ -435,7 +436,7 @@ func (w *World) Write(ctx context.Context, dir string) (m *Manifest, err error) 
 	}
 	for _, o := range outs {
 		for _, t := range o.files {
-			if err := t.commit(); err != nil {
+			if err := t.Commit(); err != nil {
 				return nil, err
 			}
 		}

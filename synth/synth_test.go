@@ -11,14 +11,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sbinet/npyio/npy"
+	"github.com/sbinet/npyio"
+	"github.com/xmr-project/xmr/npy"
 )
 
 func TestAllocate(t *testing.T) {
@@ -77,48 +76,30 @@ func ExampleAllocate() {
 	// train: images 40..99
 }
 
-// npyFile is a parsed npy file.
+// npyFile is the content of an npy file.
 type npyFile struct {
-	descr string
-	shape []int
-	data  []byte
+	data []byte
 }
 
-var npyDict = regexp.MustCompile(`^\{'descr': '([<>|]\w+)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), \} *\n$`)
-
-func readNpy(t *testing.T, path string) npyFile {
+// readNpy reads the npy file at path, checking that it holds exactly a
+// little-endian C-order array of the given dtype and shape, with numpy's
+// header layout: version 1.0 and the data aligned to 64 bytes.
+func readNpy(t *testing.T, path string, dtype npy.DType, shape ...int) npyFile {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) < 10 || string(b[:8]) != "\x93NUMPY\x01\x00" {
-		t.Fatalf("%s: bad magic/version %q", path, b[:min(len(b), 8)])
+	h := npy.Header{DType: dtype, Shape: shape}
+	hb := h.Bytes()
+	if !bytes.HasPrefix(b, hb) || len(hb)%64 != 0 {
+		t.Fatalf("%s: header %q, want %q", path, b[:min(len(b), len(hb))], hb)
 	}
-	hl := int(binary.LittleEndian.Uint16(b[8:10]))
-	if (10+hl)%64 != 0 {
-		t.Errorf("%s: data offset %d is not a multiple of 64", path, 10+hl)
+	data := b[len(hb):]
+	if int64(len(data)) != h.DataSize() {
+		t.Fatalf("%s: %d data bytes for %s", path, len(data), h)
 	}
-	m := npyDict.FindStringSubmatch(string(b[10 : 10+hl]))
-	if m == nil {
-		t.Fatalf("%s: bad header %q", path, b[10:10+hl])
-	}
-	var shape []int
-	for _, f := range strings.Split(m[2], ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			v, _ := strconv.Atoi(f)
-			shape = append(shape, v)
-		}
-	}
-	data := b[10+hl:]
-	n := 4
-	for _, d := range shape {
-		n *= d
-	}
-	if len(data) != n {
-		t.Fatalf("%s: %d data bytes for shape %v", path, len(data), shape)
-	}
-	return npyFile{m[1], shape, data}
+	return npyFile{data}
 }
 
 func (f npyFile) f32(i int) float32 {
@@ -156,19 +137,10 @@ func TestLayout(t *testing.T) {
 	R, D := 10, 24
 	for _, sp := range w.Splits() {
 		N := sp.Len
-		ims := readNpy(t, filepath.Join(dir, sp.Name+"_ims.npy"))
-		boxes := readNpy(t, filepath.Join(dir, sp.Name+"_boxes.npy"))
-		sizes := readNpy(t, filepath.Join(dir, sp.Name+"_sizes.npy"))
-		nreg := readNpy(t, filepath.Join(dir, sp.Name+"_nregions.npy"))
-		for _, c := range []struct {
-			f     npyFile
-			descr string
-			shape []int
-		}{{ims, "<f4", []int{N, R, D}}, {boxes, "<f4", []int{N, R, 4}}, {sizes, "<f4", []int{N, 2}}, {nreg, "<i4", []int{N}}} {
-			if c.f.descr != c.descr || !slices.Equal(c.f.shape, c.shape) {
-				t.Errorf("%s: got %s %v, want %s %v", sp.Name, c.f.descr, c.f.shape, c.descr, c.shape)
-			}
-		}
+		ims := readNpy(t, filepath.Join(dir, sp.Name+"_ims.npy"), npy.Float32, N, R, D)
+		boxes := readNpy(t, filepath.Join(dir, sp.Name+"_boxes.npy"), npy.Float32, N, R, 4)
+		sizes := readNpy(t, filepath.Join(dir, sp.Name+"_sizes.npy"), npy.Float32, N, 2)
+		nreg := readNpy(t, filepath.Join(dir, sp.Name+"_nregions.npy"), npy.Int32, N)
 		caps := readLines(t, filepath.Join(dir, sp.Name+"_caps.txt"))
 		ids := readLines(t, filepath.Join(dir, sp.Name+"_ids.txt"))
 		align := readLines(t, filepath.Join(dir, sp.Name+"_align.jsonl"))
@@ -301,7 +273,7 @@ func TestTestPrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		r, err := npy.NewReader(f)
+		r, err := npyio.NewReader(f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -143,17 +143,6 @@ func colSumInto(dst, g []float32, rows, n int) {
 	})
 }
 
-func geluF(x float32) float32 {
-	return float32(0.5 * float64(x) * (1 + math.Erf(float64(x)/math.Sqrt2)))
-}
-
-func geluGrad(x float32) float32 {
-	xf := float64(x)
-	cdf := 0.5 * (1 + math.Erf(xf/math.Sqrt2))
-	pdf := math.Exp(-0.5*xf*xf) / math.Sqrt(2*math.Pi)
-	return float32(cdf + xf*pdf)
-}
-
 // ReLU returns max(a, 0), without per-element closures.
 func (tp *Tape) ReLU(a *Tensor) *Tensor {
 	out := tp.newTensor(a.Shape)
