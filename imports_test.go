@@ -31,6 +31,10 @@ var boundaries = []struct {
 		pkgs:      []string{"data", "eval", "text", "synth"},
 		forbidden: []string{"train"},
 	},
+	{
+		pkgs:      []string{"npy", "mmap", "atomicfile", "progress"},
+		forbidden: []string{"data", "eval", "model", "train", "tensor", "nn", "synth", "checkpoint"},
+	},
 }
 
 // deps returns the module packages that pkg depends on (itself excluded),
