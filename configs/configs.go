@@ -1,14 +1,21 @@
 // Package configs ships the ready-made model configurations: every variant
 // of the TERAN and TERN papers' tables at paper size (e.g. teran-mrsw.yaml)
 // and at a small size for the synthetic world, tests and the demo
-// (teran-mrsw-small.yaml).
+// (teran-mrsw-small.yaml). It also holds the strict YAML decoding that every
+// config type uses.
 package configs
 
 import (
+	"bytes"
 	"embed"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"sort"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 //go:embed *.yaml
@@ -33,4 +40,26 @@ func Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Decode parses YAML text into v, whose fields keep their values where the
+// text is silent (decode over defaults). A key v has no field for is an
+// error naming its line; empty text is no error.
+func Decode(b []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// Marshal returns v as YAML. v must be a struct of plain fields, which
+// cannot fail to encode.
+func Marshal(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("configs: marshal %T: %v", v, err))
+	}
+	return string(b)
 }

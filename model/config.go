@@ -1,13 +1,10 @@
 package model
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/xmr-project/xmr/configs"
 )
 
 // Config is everything needed to build a model: its name, its two encoders
@@ -118,9 +115,7 @@ func Default() Config {
 // validates it. Unknown keys are an error naming the line.
 func ParseConfig(b []byte) (Config, error) {
 	c := Default()
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	if err := configs.Decode(b, &c); err != nil {
 		return Config{}, err
 	}
 	if err := c.Validate(); err != nil {
@@ -130,13 +125,7 @@ func ParseConfig(b []byte) (Config, error) {
 }
 
 // Marshal returns the config as YAML (stored in checkpoints).
-func (c Config) Marshal() string {
-	b, err := yaml.Marshal(c)
-	if err != nil {
-		panic(err) // plain struct of plain fields: cannot fail
-	}
-	return string(b)
-}
+func (c Config) Marshal() string { return configs.Marshal(c) }
 
 // Validate checks the values a model needs and says which key is wrong and
 // what the valid values are.

@@ -1,15 +1,11 @@
 package train
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/xmr-project/xmr/configs"
 	"github.com/xmr-project/xmr/model"
@@ -148,9 +144,7 @@ func LoadConfig(path string) (Config, error) {
 // ParseConfig parses YAML text over Default and validates the result.
 func ParseConfig(b []byte) (Config, error) {
 	c := Default()
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	if err := configs.Decode(b, &c); err != nil {
 		return Config{}, err
 	}
 	if err := c.Validate(); err != nil {
@@ -161,13 +155,7 @@ func ParseConfig(b []byte) (Config, error) {
 
 // Marshal returns the config as YAML (stored in run directories and
 // checkpoints).
-func (c Config) Marshal() string {
-	b, err := yaml.Marshal(c)
-	if err != nil {
-		panic(err) // plain struct of plain fields: cannot fail
-	}
-	return string(b)
-}
+func (c Config) Marshal() string { return configs.Marshal(c) }
 
 // Validate checks the model part (model.Config.Validate) and the training
 // settings, and says which key is wrong.
