@@ -161,7 +161,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	bs := min(tc.BatchSize, nCaps)
 	itersPerEpoch := nCaps / bs // the last partial batch is dropped, as VSE++ does
-	opt, err := newOptimizer(m, itersPerEpoch)
+	opt, err := NewOptimizer(m, itersPerEpoch)
 	if err != nil {
 		return nil, err
 	}
@@ -327,8 +327,7 @@ func step(tp *tensor.Tape, m *model.Model, s *data.Split, caps []int, tc model.T
 	if tc.GradClip > 0 {
 		optim.ClipGradNorm(params, tc.GradClip)
 	}
-	opt.Step()
-	opt.ZeroGrad()
+	opt.StepAndZeroGrad()
 	return loss, nil
 }
 
@@ -349,9 +348,12 @@ func trainable(m *model.Model) []*tensor.Tensor {
 	return out
 }
 
-// newOptimizer makes Adam with a BERT group and a group for the rest, and
-// the configured schedule.
-func newOptimizer(m *model.Model, itersPerEpoch int) (*optim.Adam, error) {
+// NewOptimizer returns the optimiser that Run trains m with: Adam over m's
+// trainable parameters in two groups, BERT's (at Training.BERTLR, or LR if
+// zero) and the rest (at Training.LR), with the configured warm-up and
+// step decay, epochs counted as itersPerEpoch iterations. Its state is
+// keyed by the parameters' names, as checkpoints store it.
+func NewOptimizer(m *model.Model, itersPerEpoch int) (*optim.Adam, error) {
 	tc := m.Cfg.Training
 	var bert, rest []optim.NamedParam
 	for _, p := range m.Params() {

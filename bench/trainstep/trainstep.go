@@ -1,4 +1,7 @@
-package train
+// Package trainstep is `xmr bench train-step`: one training step of a
+// TERAN or TERN config (the paper's TERAN MrSw by default) on random inputs
+// of the paper's shapes, as train.Run takes it.
+package trainstep
 
 import (
 	"context"
@@ -12,20 +15,22 @@ import (
 	"github.com/xmr-project/xmr/optim"
 	"github.com/xmr-project/xmr/tensor"
 	"github.com/xmr-project/xmr/text"
+	"github.com/xmr-project/xmr/train"
 )
 
-func init() {
-	bench.Register(bench.Benchmark{
-		Name:    "train-step",
-		Summary: "one TERAN/TERN training step (forward, backward, Adam) at a config's size [CONFIG, default teran-mrsw: the paper's]",
-		Run:     runStepBench,
-	})
+// Benchmark is `xmr bench train-step [CONFIG]`.
+var Benchmark = bench.Benchmark{
+	Name:    "train-step",
+	Summary: "one TERAN/TERN training step (forward, backward, Adam) at a config's size [CONFIG, default teran-mrsw: the paper's]",
+	Run:     run,
 }
 
-// runStepBench times training steps of a config on random inputs of the
-// paper's shapes: B images of 36 regions and B captions of 12 WordPiece
-// tokens (COCO's typical length) over BERT's 30522-token vocabulary.
-func runStepBench(ctx context.Context, opts bench.Options) error {
+// run times training steps of a config on random inputs of the paper's
+// shapes: B images of 36 regions and B captions of 12 WordPiece tokens
+// (COCO's typical length) over BERT's 30522-token vocabulary. A step is
+// what train.Run does per batch: forward, backward, gradient clipping and
+// the optimiser that train.NewOptimizer builds.
+func run(ctx context.Context, opts bench.Options) error {
 	name := "teran-mrsw"
 	if len(opts.Args) > 0 {
 		name = opts.Args[0]
@@ -67,11 +72,11 @@ func runStepBench(ctx context.Context, opts bench.Options) error {
 			tx.IDs[i*t+j] = int32(5 + rng.IntN(len(vocab)-5))
 		}
 	}
-	opt, err := newOptimizer(m, 1000)
+	opt, err := train.NewOptimizer(m, 1000)
 	if err != nil {
 		return err
 	}
-	params := trainable(m)
+	params := opt.Params()
 	nParams := 0
 	for _, p := range m.Params() {
 		nParams += p.T.Numel()
@@ -88,9 +93,10 @@ func runStepBench(ctx context.Context, opts bench.Options) error {
 		if err != nil {
 			return err
 		}
-		optim.ClipGradNorm(params, cfg.Training.GradClip)
-		opt.Step()
-		opt.ZeroGrad()
+		if cfg.Training.GradClip > 0 {
+			optim.ClipGradNorm(params, cfg.Training.GradClip)
+		}
+		opt.StepAndZeroGrad()
 		return nil
 	}
 	if err := step(0); err != nil { // warm-up: allocations, pools
