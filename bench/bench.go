@@ -1,6 +1,9 @@
-// Package bench holds xmr's benchmark registry and the one result format that
-// every benchmark prints: a readable table, or with --json one JSON object per
-// result line.
+// Package bench holds what every `xmr bench` benchmark shares: the one
+// result format (a readable table, or with --json one JSON object per result
+// line), the options, the Benchmark type, process resource counters, and
+// the running of Python peers. The benchmarks themselves live in the
+// packages under bench/, one each, and import what they measure; cmd/xmr
+// lists them.
 package bench
 
 import (
@@ -8,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -49,6 +51,10 @@ type Options struct {
 	Quick bool
 	// NoPeer skips running peers (PyTorch, FAISS, raw OpenBLAS).
 	NoPeer bool
+	// Python is the interpreter for Python peers; empty selects one as
+	// tools.FindPython does ($XMR_PYTHON, else the first python3 on $PATH
+	// that has the peer's modules).
+	Python string
 	// Args are extra positional arguments after the benchmark name.
 	Args []string
 	// Emit is called with each result as soon as it is measured.
@@ -58,45 +64,21 @@ type Options struct {
 // Func runs one benchmark, reporting its results through opts.Emit.
 type Func func(ctx context.Context, opts Options) error
 
-// Benchmark is a named entry of the registry.
+// Benchmark is one benchmark that `xmr bench NAME` runs.
 type Benchmark struct {
-	Name    string
+	// Name is what `xmr bench` takes; results are named after it.
+	Name string
+	// Summary is the line `xmr bench list` shows.
 	Summary string
-	Run     Func
-}
-
-var registry = map[string]Benchmark{}
-
-// Register adds a benchmark; it panics on a duplicate name (a programming
-// error).
-func Register(b Benchmark) {
-	if _, dup := registry[b.Name]; dup {
-		panic("bench: duplicate benchmark " + b.Name)
-	}
-	registry[b.Name] = b
-}
-
-// Lookup finds a benchmark by name.
-func Lookup(name string) (Benchmark, bool) {
-	b, ok := registry[name]
-	return b, ok
-}
-
-// All returns the registered benchmarks sorted by name.
-func All() []Benchmark {
-	out := make([]Benchmark, 0, len(registry))
-	for _, b := range registry {
-		out = append(out, b)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	// Run measures and emits the results.
+	Run Func
 }
 
 // WriteJSON writes r as one JSON line.
 func WriteJSON(w io.Writer, r Result) error {
 	b, err := json.Marshal(r)
 	if err != nil {
-		return err
+		return fmt.Errorf("bench: %s %s: %w", r.Name, r.Metric, err)
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/tools"
 )
 
 func sample() []Entry {
@@ -194,12 +197,15 @@ func TestHalfPrecisionAndOtherDTypes(t *testing.T) {
 }
 
 func TestF16AllValuesAgainstNumPy(t *testing.T) {
-	const py = "/usr/bin/python3"
+	py, err := tools.FindPython(context.Background(), "", "numpy")
+	if err != nil {
+		t.Skipf("skipping (Debian: apt-get install python3-numpy): %v", err)
+	}
 	script := `import sys, numpy as np
 sys.stdout.buffer.write(np.arange(65536, dtype=np.uint16).view(np.float16).astype('<f4').tobytes())`
 	out, err := exec.Command(py, "-c", script).Output()
 	if err != nil {
-		t.Skipf("skipping: %s with numpy not available: %v", py, err)
+		t.Fatalf("%s: %v", py, err)
 	}
 	if len(out) != 4*65536 {
 		t.Fatalf("numpy wrote %d bytes", len(out))
@@ -217,9 +223,9 @@ sys.stdout.buffer.write(np.arange(65536, dtype=np.uint16).view(np.float16).astyp
 // TestPythonSafetensors exchanges files with Python's safetensors package
 // when it is installed.
 func TestPythonSafetensors(t *testing.T) {
-	const py = "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import safetensors.numpy, numpy").Run(); err != nil {
-		t.Skipf("skipping: %s cannot import safetensors (pip install safetensors to run this check)", py)
+	py, err := tools.FindPython(context.Background(), "", "safetensors.numpy", "numpy")
+	if err != nil {
+		t.Skipf("skipping (pip install safetensors to run this check): %v", err)
 	}
 	dir := t.TempDir()
 	ours := filepath.Join(dir, "ours.safetensors")

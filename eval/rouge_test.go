@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/eval/evaltest"
 )
 
 func TestRougeLHandChecked(t *testing.T) {
@@ -137,7 +139,7 @@ func TestRougeLPrepareErrors(t *testing.T) {
 }
 
 func BenchmarkRougeLScoreRows(b *testing.B) {
-	caps := syntheticCaptions(1000, 5, 1)
+	caps := evaltest.Captions(1000, 5, 1)
 	sc, err := RougeLMetric{}.Prepare(context.Background(), caps, 5)
 	if err != nil {
 		b.Fatal(err)
@@ -153,7 +155,7 @@ func BenchmarkRougeLScoreRows(b *testing.B) {
 }
 
 func BenchmarkRougeLScorePair(b *testing.B) {
-	caps := syntheticCaptions(1000, 5, 1)
+	caps := evaltest.Captions(1000, 5, 1)
 	sc, err := RougeLMetric{}.Prepare(context.Background(), caps, 5)
 	if err != nil {
 		b.Fatal(err)
@@ -166,7 +168,7 @@ func BenchmarkRougeLScorePair(b *testing.B) {
 }
 
 func BenchmarkRougeLReference(b *testing.B) {
-	caps := syntheticCaptions(1000, 5, 1)
+	caps := evaltest.Captions(1000, 5, 1)
 	i := 0
 	for b.Loop() {
 		j := (i * 7) % 1000

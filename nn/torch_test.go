@@ -2,6 +2,7 @@ package nn
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/xmr-project/xmr/tensor"
+	"github.com/xmr-project/xmr/tools"
 )
 
 // torchScript rebuilds each layer in PyTorch from the state_dict the test
@@ -106,14 +108,12 @@ type torchCase struct {
 	name      string
 }
 
-// torchPython returns the interpreter with torch, or skips the test.
+// torchPython returns an interpreter with torch (tools.FindPython), or
+// skips the test.
 func torchPython(t *testing.T) string {
-	const py = "/usr/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		t.Skipf("PyTorch cross-check skipped: %s not found (the naive-loop tests still ran)", py)
-	}
-	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
-		t.Skipf("PyTorch cross-check skipped: %s cannot import torch (install python3-torch): %v", py, err)
+	py, err := tools.FindPython(context.Background(), "", "torch")
+	if err != nil {
+		t.Skipf("PyTorch cross-check skipped (the naive-loop tests still ran; Debian: apt-get install python3-torch): %v", err)
 	}
 	return py
 }

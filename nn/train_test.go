@@ -3,6 +3,7 @@ package nn
 import (
 	"testing"
 
+	"github.com/xmr-project/xmr/optim"
 	"github.com/xmr-project/xmr/tensor"
 )
 
@@ -24,7 +25,10 @@ func TestTinyTransformerLearns(t *testing.T) {
 	ps = append(ps, Prefix("enc", enc.Params())...)
 	ps = append(ps, Prefix("head", head.Params())...)
 	params := Tensors(ps)
-	opt := newAdam(params, 3e-3)
+	opt, err := optim.NewAdam([]optim.Group{{Params: params, LR: 3e-3}}, optim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// batchOf draws sequences; about half contain token 3. Padding uses id 0
 	// and is masked out of attention and pooling.
@@ -63,13 +67,10 @@ func TestTinyTransformerLearns(t *testing.T) {
 	for step := 0; step < steps; step++ {
 		tp.Reset()
 		tp.Seed(9, uint64(step))
-		for _, p := range params {
-			p.ZeroGrad()
-		}
 		ids, valid, labels := batchOf()
 		l := tp.CrossEntropy(forward(tp, ids, valid), labels, -100)
 		tp.Backward(l)
-		opt.step()
+		opt.StepAndZeroGrad()
 		loss = 0.9*loss + 0.1*l.Item()
 		if step == 0 {
 			loss = l.Item()

@@ -213,7 +213,16 @@ type update struct {
 // where t is the parameter's own step count. Parameters whose Grad is nil
 // are skipped and keep their step count, as in PyTorch. Work is split over
 // GOMAXPROCS goroutines by parameter and by element range.
-func (o *Adam) Step() {
+func (o *Adam) Step() { o.step(false) }
+
+// StepAndZeroGrad is Step followed by ZeroGrad in one pass over memory: each
+// gradient element is cleared right after the update has read it, which
+// saves ZeroGrad's second pass over every gradient. The result is exactly
+// that of Step then ZeroGrad.
+func (o *Adam) StepAndZeroGrad() { o.step(true) }
+
+// step applies one update and, if zero is set, clears the gradients it read.
+func (o *Adam) step(zero bool) {
 	f := o.factor()
 	b1, b2 := o.cfg.Beta1, o.cfg.Beta2
 	ups := make([]update, len(o.params))
@@ -247,19 +256,23 @@ func (o *Adam) Step() {
 	runJobs(len(jobs), func(k int) {
 		j := jobs[k]
 		p, u := o.params[j.p], &ups[j.p]
-		adamKernel(p.t.Data[j.lo:j.hi], p.t.Grad[j.lo:j.hi], p.m[j.lo:j.hi], p.v[j.lo:j.hi], u, beta1, beta2, omb1, omb2, eps)
+		adamKernel(p.t.Data[j.lo:j.hi], p.t.Grad[j.lo:j.hi], p.m[j.lo:j.hi], p.v[j.lo:j.hi], u, beta1, beta2, omb1, omb2, eps, zero)
 	})
 	o.iter++
 }
 
-// adamKernel updates one element range. The operation order follows
-// PyTorch's _single_tensor_adam(w) so that results agree to rounding.
-func adamKernel(p, grad, m, v []float32, u *update, beta1, beta2, omb1, omb2, eps float32) {
+// adamKernel updates one element range and, if zero is set, clears its
+// gradient. The operation order follows PyTorch's _single_tensor_adam(w) so
+// that results agree to rounding.
+func adamKernel(p, grad, m, v []float32, u *update, beta1, beta2, omb1, omb2, eps float32, zero bool) {
 	n := len(p)
 	grad, m, v = grad[:n], m[:n], v[:n]
 	stepSize, bc2Sqrt, l2, decayMul := u.stepSize, u.bc2Sqrt, u.l2, u.decayMul
 	for i := range p {
 		g := grad[i]
+		if zero {
+			grad[i] = 0
+		}
 		x := p[i]
 		if u.decoupled {
 			x *= decayMul

@@ -270,6 +270,37 @@ func TestZeroGrad(t *testing.T) {
 	}
 }
 
+// TestStepAndZeroGrad checks that the fused step equals Step then ZeroGrad
+// bit for bit, for Adam and AdamW, over several steps.
+func TestStepAndZeroGrad(t *testing.T) {
+	for _, decoupled := range []bool{false, true} {
+		rng := rand.New(rand.NewPCG(3, 3))
+		a1, b1 := randParam(rng, 70000), randParam(rng, 3, 5)
+		a2, b2 := a1.Clone(), b1.Clone()
+		groups := func(a, b *tensor.Tensor) []Group {
+			return []Group{{Params: []*tensor.Tensor{a}, LR: 0.01, WeightDecay: 0.1}, {Params: []*tensor.Tensor{b}, LR: 0.02}}
+		}
+		split := mustAdam(t, decoupled, groups(a1, b1), Config{})
+		fused := mustAdam(t, decoupled, groups(a2, b2), Config{})
+		for s := range 3 {
+			g := rand.New(rand.NewPCG(4, uint64(s)))
+			fillGrads(g, a1, b1)
+			g = rand.New(rand.NewPCG(4, uint64(s)))
+			fillGrads(g, a2, b2)
+			split.Step()
+			split.ZeroGrad()
+			fused.StepAndZeroGrad()
+			for _, pair := range [][2]*tensor.Tensor{{a1, a2}, {b1, b2}} {
+				for i := range pair[0].Data {
+					if pair[0].Data[i] != pair[1].Data[i] || pair[1].Grad[i] != 0 {
+						t.Fatalf("decoupled=%v step %d element %d: fused %v (grad %v), split %v", decoupled, s, i, pair[1].Data[i], pair[1].Grad[i], pair[0].Data[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestClipGradNorm(t *testing.T) {
 	a, b, c := param(0, 0), param(0), param(0)
 	a.Grad, b.Grad = []float32{3, 0}, []float32{4} // c has no gradient
@@ -447,8 +478,22 @@ func TestSchedules(t *testing.T) {
 }
 
 // BenchmarkStep measures an AdamW step over 17M parameters in transformer-
-// sized matrices (the size of TERAN's trained part).
+// sized matrices (the size of TERAN's trained part): Step alone, Step then
+// ZeroGrad, and StepAndZeroGrad.
 func BenchmarkStep(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		step func(*Adam)
+	}{
+		{"Step", (*Adam).Step},
+		{"Step+ZeroGrad", func(o *Adam) { o.Step(); o.ZeroGrad() }},
+		{"StepAndZeroGrad", (*Adam).StepAndZeroGrad},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchmarkStep(b, c.step) })
+	}
+}
+
+func benchmarkStep(b *testing.B, step func(*Adam)) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	var ps []*tensor.Tensor
 	n := 0
@@ -465,7 +510,7 @@ func BenchmarkStep(b *testing.B) {
 	b.SetBytes(int64(n) * 4)
 	b.ResetTimer()
 	for range b.N {
-		o.Step()
+		step(o)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6/(float64(n)/1e6), "ms/Mparam")
 }

@@ -2,14 +2,14 @@ package optim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/xmr-project/xmr/tensor"
+	"github.com/xmr-project/xmr/tools"
 )
 
 // torchScript replays runs on torch.optim.Adam/AdamW: two parameter groups,
@@ -17,11 +17,7 @@ import (
 // run it prints the final parameters, the moment estimates and the norms.
 const torchScript = `
 import json, sys
-try:
-    import torch
-except ImportError as e:
-    print("NO_TORCH", e, file=sys.stderr)
-    sys.exit(3)
+import torch
 results = []
 for cfg in json.load(sys.stdin):
     ps = [torch.tensor(p, dtype=torch.float32, requires_grad=True) for p in cfg["params"]]
@@ -42,8 +38,6 @@ for cfg in json.load(sys.stdin):
                     "norms": norms})
 json.dump(results, sys.stdout)
 `
-
-const python = "/usr/bin/python3"
 
 // torchRun is one optimiser run done here, to be replayed by torch.
 type torchRun struct {
@@ -93,8 +87,9 @@ func TestAgainstPyTorch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the PyTorch cross-check in -short mode")
 	}
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("skipping the PyTorch cross-check: %s not found", python)
+	python, err := tools.FindPython(context.Background(), "", "torch")
+	if err != nil {
+		t.Skipf("skipping the PyTorch cross-check (Debian: apt-get install python3-torch): %v", err)
 	}
 	runs := []*torchRun{newTorchRun(t, false), newTorchRun(t, true)}
 	var in []map[string]any
@@ -111,9 +106,6 @@ func TestAgainstPyTorch(t *testing.T) {
 	cmd.Stderr = &stderr
 	outb, err := cmd.Output()
 	if err != nil {
-		if strings.Contains(stderr.String(), "NO_TORCH") {
-			t.Skipf("skipping the PyTorch cross-check: %s cannot import torch (Debian: apt-get install python3-torch): %s", python, strings.TrimSpace(stderr.String()))
-		}
 		t.Fatalf("python: %v\n%s", err, stderr.String())
 	}
 	var out []struct {

@@ -347,6 +347,20 @@ func Generate(ctx context.Context, dir string, cfg Config) (*Manifest, error) {
 	return w.Write(ctx, dir)
 }
 
+// SingleThreadBLAS makes OpenBLAS run each product on the calling thread
+// and returns a function restoring the previous setting. Generation runs one
+// product per chunk on every worker, so BLAS threads would only compete with
+// the workers. The output does not depend on it.
+func SingleThreadBLAS() (restore func()) {
+	ob, ok := blas.Current().(*blas.OpenBLAS)
+	if !ok || ob.Threads() <= 1 {
+		return func() {}
+	}
+	prev := ob.Threads()
+	ob.SetThreads(1)
+	return func() { ob.SetThreads(prev) }
+}
+
 // Write generates every split into dir (created if needed): the files of
 // each split, images/{split}/{id}.png unless NoImages, then world.json. All
 // files are written under temporary names and renamed into place only after

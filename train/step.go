@@ -91,8 +91,7 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 	if s.tc.GradClip > 0 {
 		optim.ClipGradNorm(s.params, s.tc.GradClip)
 	}
-	s.opt.Step()
-	s.opt.ZeroGrad()
+	s.opt.StepAndZeroGrad()
 	return loss, nil
 }
 

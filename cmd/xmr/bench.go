@@ -4,16 +4,39 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/xmr-project/xmr/bench"
+	"github.com/xmr-project/xmr/bench/gemm"
+	"github.com/xmr-project/xmr/bench/rouge"
+	"github.com/xmr-project/xmr/bench/spice"
+	"github.com/xmr-project/xmr/bench/synth"
+	"github.com/xmr-project/xmr/bench/trainstep"
+	"github.com/xmr-project/xmr/bench/transformer"
+	"github.com/xmr-project/xmr/tools"
 )
 
-var benchFlags struct {
+// benchmarks are the benchmarks `xmr bench` runs, in the order `xmr bench
+// list` shows them.
+var benchmarks = []bench.Benchmark{
+	gemm.Benchmark,
+	rouge.Benchmark,
+	spice.Benchmark,
+	synth.Benchmark,
+	trainstep.Benchmark,
+	transformer.Benchmark,
+}
+
+// benchFlags are the flags of `xmr bench`.
+type benchFlags struct {
 	json   bool
 	quick  bool
 	noPeer bool
+	python string
 }
+
+var benchFlagValues benchFlags
 
 func init() {
 	register(&command{
@@ -23,62 +46,107 @@ func init() {
 		examples: `  xmr bench list
   xmr bench gemm
   xmr bench transformer --json
+  xmr bench transformer --python /usr/bin/python3
   xmr bench gemm --no-peer`,
 		setFlags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&benchFlags.json, "json", false, "print one JSON object per result: name, metric, value, unit[, peer, peer_value, ratio]")
-			fs.BoolVar(&benchFlags.quick, "quick", false, "fewer repetitions (for smoke tests)")
-			fs.BoolVar(&benchFlags.noPeer, "no-peer", false, "do not run peers (raw OpenBLAS, PyTorch, FAISS)")
+			f := &benchFlagValues
+			fs.BoolVar(&f.json, "json", false, "print one JSON object per result: name, metric, value, unit[, peer, peer_value, ratio]")
+			fs.BoolVar(&f.quick, "quick", false, "fewer repetitions (for smoke tests)")
+			fs.BoolVar(&f.noPeer, "no-peer", false, "do not run peers (raw OpenBLAS, PyTorch, FAISS)")
+			fs.StringVar(&f.python, "python", "", "Python interpreter for the Python peers (default: $"+tools.EnvPython+", else the first python3 on $PATH that has the peer's modules)")
 		},
-		run: runBench,
+		run: func(ctx context.Context, args []string) error {
+			return runBench(ctx, args, benchFlagValues, stdout)
+		},
 	})
 }
 
-func runBench(ctx context.Context, args []string) error {
-	args = hoistFlags(args, map[string]*bool{"--json": &benchFlags.json, "-json": &benchFlags.json, "--quick": &benchFlags.quick, "-quick": &benchFlags.quick, "--no-peer": &benchFlags.noPeer, "-no-peer": &benchFlags.noPeer})
+// runBench runs `xmr bench` with the positional arguments args, writing the
+// results to w.
+func runBench(ctx context.Context, args []string, f benchFlags, w io.Writer) error {
+	args, err := hoistFlags(args, map[string]*bool{"json": &f.json, "quick": &f.quick, "no-peer": &f.noPeer}, map[string]*string{"python": &f.python})
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
 		return usageErrorf("name a benchmark; \"xmr bench list\" shows them")
 	}
 	if args[0] == "list" {
-		for _, b := range bench.All() {
-			fmt.Fprintf(stdout, "%-14s %s\n", b.Name, b.Summary)
+		for _, b := range benchmarks {
+			if _, err := fmt.Fprintf(w, "%-14s %s\n", b.Name, b.Summary); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
-	b, ok := bench.Lookup(args[0])
+	b, ok := lookupBenchmark(args[0])
 	if !ok {
-		names := []string{}
-		for _, b := range bench.All() {
-			names = append(names, b.Name)
+		names := make([]string, len(benchmarks))
+		for i, b := range benchmarks {
+			names[i] = b.Name
 		}
 		return usageErrorf("unknown benchmark %q (have: %s)", args[0], strings.Join(names, ", "))
 	}
 	var results []bench.Result
-	opts := bench.Options{Quick: benchFlags.quick, NoPeer: benchFlags.noPeer, Args: args[1:]}
+	var emitErr error
+	opts := bench.Options{Quick: f.quick, NoPeer: f.noPeer, Python: f.python, Args: args[1:]}
 	opts.Emit = func(r bench.Result) {
-		if benchFlags.json {
-			bench.WriteJSON(stdout, r)
+		if f.json && emitErr == nil {
+			emitErr = bench.WriteJSON(w, r)
 		}
 		results = append(results, r)
 	}
 	if err := b.Run(ctx, opts); err != nil {
 		return fmt.Errorf("benchmark %s: %w", b.Name, err)
 	}
-	if !benchFlags.json {
-		return bench.WriteTable(stdout, results)
+	if emitErr != nil {
+		return emitErr
+	}
+	if !f.json {
+		return bench.WriteTable(w, results)
 	}
 	return nil
 }
 
-// hoistFlags lets boolean flags follow positional arguments ("xmr bench gemm
-// --json"): it removes them from args and sets them.
-func hoistFlags(args []string, bools map[string]*bool) []string {
+// lookupBenchmark finds a benchmark by name.
+func lookupBenchmark(name string) (bench.Benchmark, bool) {
+	for _, b := range benchmarks {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return bench.Benchmark{}, false
+}
+
+// hoistFlags lets flags follow positional arguments ("xmr bench gemm
+// --json", "xmr bench transformer --python /usr/bin/python3"): it removes
+// the boolean flags in bools and the string flags in strs (as --name VALUE
+// or --name=VALUE, with one or two dashes) from args and sets them.
+func hoistFlags(args []string, bools map[string]*bool, strs map[string]*string) ([]string, error) {
 	out := args[:0:0]
-	for _, a := range args {
-		if p, ok := bools[a]; ok {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if !strings.HasPrefix(a, "-") {
+			out = append(out, a)
+			continue
+		}
+		if p, ok := bools[name]; ok && !hasValue {
 			*p = true
+			continue
+		}
+		if p, ok := strs[name]; ok {
+			if !hasValue {
+				if i+1 == len(args) {
+					return nil, usageErrorf("flag needs an argument: %s", a)
+				}
+				i++
+				value = args[i]
+			}
+			*p = value
 			continue
 		}
 		out = append(out, a)
 	}
-	return out
+	return out, nil
 }

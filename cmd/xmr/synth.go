@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/xmr-project/xmr/synth" // also registers the "synth" benchmark
+	"github.com/xmr-project/xmr/synth"
 )
 
 var synthFlags struct {

@@ -4,36 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"github.com/xmr-project/xmr/bench"
+	"github.com/xmr-project/xmr/eval/evaltest"
 )
-
-// TestBenchQuick runs the registered benchmark at its quick size.
-func TestBenchQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the quick SPICE benchmark parses 2,500 captions; CI runs without -short")
-	}
-	b, ok := bench.Lookup("spice")
-	if !ok {
-		t.Fatal("benchmark spice not registered")
-	}
-	var rs []bench.Result
-	if err := b.Run(context.Background(), bench.Options{Quick: true, Emit: func(r bench.Result) { rs = append(rs, r) }}); err != nil {
-		t.Fatal(err)
-	}
-	if len(rs) < 5 {
-		t.Fatalf("%d results", len(rs))
-	}
-	for _, r := range rs {
-		if r.Value <= 0 {
-			t.Errorf("result %+v", r)
-		}
-	}
-}
 
 func benchScorer(b *testing.B, nImg int) *Scorer {
 	b.Helper()
 	m := testMetric(b)
-	s, err := m.PrepareScorer(context.Background(), syntheticCaptions(1, nImg, 5), 5)
+	s, err := m.PrepareScorer(context.Background(), evaltest.SceneCaptions(nImg, 5, 1), 5)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +20,7 @@ func benchScorer(b *testing.B, nImg int) *Scorer {
 // BenchmarkParse measures parsing one caption into tuples.
 func BenchmarkParse(b *testing.B) {
 	m := testMetric(b)
-	caps := syntheticCaptions(1, 200, 5)
+	caps := evaltest.SceneCaptions(200, 5, 1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		parseCaption(m.lex, caps[i%len(caps)])
@@ -53,7 +30,7 @@ func BenchmarkParse(b *testing.B) {
 // BenchmarkPrepare measures PrepareScorer on 5,000 captions (1,000 images).
 func BenchmarkPrepare(b *testing.B) {
 	m := testMetric(b)
-	caps := syntheticCaptions(1, 1000, 5)
+	caps := evaltest.SceneCaptions(1000, 5, 1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := m.PrepareScorer(context.Background(), caps, 5); err != nil {

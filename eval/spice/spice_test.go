@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/eval/evaltest"
 )
 
 var (
@@ -247,7 +248,7 @@ func TestMaxMatching(t *testing.T) {
 func TestScorerAgreesWithCompare(t *testing.T) {
 	m := testMetric(t)
 	const nImg, per = 60, 5
-	caps := syntheticCaptions(7, nImg, per)
+	caps := evaltest.SceneCaptions(nImg, per, 7)
 	// Mix captions across images so that images share words but differ.
 	r := rand.New(rand.NewPCG(3, 4))
 	for k := 0; k < len(caps)/4; k++ {
@@ -332,7 +333,7 @@ func wordSalad(seed uint64, n int) []string {
 func TestOwnImage(t *testing.T) {
 	m := testMetric(t)
 	const nImg, per = 40, 5
-	caps := syntheticCaptions(11, nImg, per)
+	caps := evaltest.SceneCaptions(nImg, per, 11)
 	s, err := m.PrepareScorer(context.Background(), caps, per)
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +366,7 @@ func TestPrepareErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := m.PrepareScorer(ctx, syntheticCaptions(1, 10, 5), 5); !errors.Is(err, context.Canceled) {
+	if _, err := m.PrepareScorer(ctx, evaltest.SceneCaptions(10, 5, 1), 5); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Prepare: %v", err)
 	}
 	s, err := m.PrepareScorer(context.Background(), nil, 5)
@@ -396,7 +397,7 @@ func TestRegistered(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	m := testMetric(t)
-	caps := syntheticCaptions(5, 30, 5)
+	caps := evaltest.SceneCaptions(30, 5, 5)
 	a, err := m.PrepareScorer(context.Background(), caps, 5)
 	if err != nil {
 		t.Fatal(err)

@@ -1,125 +1,62 @@
-package spice
+// Package evaltest generates synthetic caption sets for the tests and
+// benchmarks of the caption metrics (ROUGE-L, SPICE): deterministic,
+// COCO-length, and grouped by image as a relevance matrix expects (the
+// captions of image j are perImage*j up to perImage*(j+1)).
+package evaltest
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/xmr-project/xmr/bench"
 )
 
-func init() {
-	bench.Register(bench.Benchmark{
-		Name:    "spice",
-		Summary: "SPICE relevance: parse 25,000 synthetic COCO-like captions and score all 125M caption-image pairs",
-		Run:     runBench,
-	})
-}
-
-// runBench times Prepare (parsing and indexing every caption) and the score
-// of every caption against every image, once pair by pair through Score and
-// once row by row through ScoreRows, on all cores.
-func runBench(ctx context.Context, opts bench.Options) error {
-	nImg, per := 5000, 5
-	if opts.Quick {
-		nImg = 500
+// Captions returns nImages*perImage captions of COCO length (8 to 13 words,
+// a few up to 25, about 10.5 on average) of invented words with Zipf
+// frequencies over a vocabulary of 3000; the perImage consecutive captions
+// of one image share topic words, as real ones do. They suit the metrics
+// that only match words (ROUGE-L). The same seed gives the same captions.
+func Captions(nImages, perImage int, seed uint64) []string {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	function := []string{"a", "the", "of", "on", "with", "in", "and", "is", "an", "at", "to", "two", "some", "near", "while"}
+	const vocab = 3000
+	words := make([]string, vocab)
+	copy(words, function)
+	for i := len(function); i < vocab; i++ {
+		var b strings.Builder
+		n := 3 + r.IntN(7)
+		for k := 0; k < n; k++ {
+			b.WriteByte(byte('a' + r.IntN(26)))
+		}
+		words[i] = b.String()
 	}
-	caps := syntheticCaptions(1, nImg, per)
-	nCap := len(caps)
-	shape := fmt.Sprintf("%d captions x %d images", nCap, nImg)
-	note := fmt.Sprintf("%s, %d threads", shape, runtime.GOMAXPROCS(0))
-	m, err := New()
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	s, err := m.PrepareScorer(ctx, caps, per)
-	if err != nil {
-		return err
-	}
-	prep := time.Since(t0).Seconds()
-	opts.Emit(bench.Result{Name: "spice", Metric: "prepare (parse+index)", Value: prep, Unit: "s", Note: note})
-	opts.Emit(bench.Result{Name: "spice", Metric: "parse rate", Value: float64(nCap) / prep, Unit: "captions/s", Note: note})
-
-	pairs := float64(nCap) * float64(nImg)
-	// Pair by pair.
-	t1 := time.Now()
-	sumPairs, err := scoreAll(ctx, s, false)
-	if err != nil {
-		return err
-	}
-	secPairs := time.Since(t1).Seconds()
-	opts.Emit(bench.Result{Name: "spice", Metric: "Score pairs/s", Value: pairs / secPairs, Unit: "pairs/s", Note: note})
-	opts.Emit(bench.Result{Name: "spice", Metric: "Score all pairs", Value: secPairs, Unit: "s", Note: note})
-	// Row by row.
-	t2 := time.Now()
-	sumRows, err := scoreAll(ctx, s, true)
-	if err != nil {
-		return err
-	}
-	secRows := time.Since(t2).Seconds()
-	if sumRows != sumPairs {
-		return fmt.Errorf("ScoreRows and Score disagree: checksums %v and %v", sumRows, sumPairs)
-	}
-	opts.Emit(bench.Result{Name: "spice", Metric: "ScoreRows pairs/s", Value: pairs / secRows, Unit: "pairs/s", Note: note})
-	opts.Emit(bench.Result{Name: "spice", Metric: "ScoreRows all pairs", Value: secRows, Unit: "s", Note: note})
-	opts.Emit(bench.Result{Name: "spice", Metric: "total (prepare+ScoreRows)", Value: prep + secRows, Unit: "s", Note: note})
-	return nil
-}
-
-// scoreAll computes every score, in parallel over rows, and returns the sum
-// of the scores (as float64 of float32 values summed in row order, so that
-// both paths give bit-identical sums).
-func scoreAll(ctx context.Context, s *Scorer, rows bool) (float64, error) {
-	nCap, nImg := s.NumCaptions(), s.NumImages()
-	const chunk = 64
-	sums := make([]float64, (nCap+chunk-1)/chunk)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]float32, chunk*nImg)
-			for ctx.Err() == nil {
-				k := int(next.Add(1) - 1)
-				if k >= len(sums) {
-					return
-				}
-				i0, i1 := k*chunk, min((k+1)*chunk, nCap)
-				out := buf[:(i1-i0)*nImg]
-				if rows {
-					s.ScoreRows(i0, i1, out)
-				} else {
-					for i := i0; i < i1; i++ {
-						row := out[(i-i0)*nImg : (i-i0+1)*nImg]
-						for j := range row {
-							row[j] = s.Score(i, j)
-						}
-					}
-				}
-				var sum float64
-				for _, x := range out {
-					sum += float64(x)
-				}
-				sums[k] = sum
+	zipf := rand.NewZipf(r, 1.1, 2, vocab-1)
+	caps := make([]string, 0, nImages*perImage)
+	topic := make([]string, 12)
+	for i := 0; i < nImages; i++ {
+		for k := range topic {
+			topic[k] = words[len(function)+r.IntN(vocab-len(function))]
+		}
+		for c := 0; c < perImage; c++ {
+			n := 8 + r.IntN(6)
+			if r.IntN(50) == 0 {
+				n = 14 + r.IntN(12)
 			}
-		}()
+			ws := make([]string, n)
+			for k := range ws {
+				if r.IntN(10) < 4 {
+					ws[k] = topic[r.IntN(len(topic))]
+				} else {
+					ws[k] = words[zipf.Uint64()]
+				}
+			}
+			ws[0] = strings.ToUpper(ws[0][:1]) + ws[0][1:]
+			if r.IntN(3) == 0 {
+				ws[n-1] += "."
+			}
+			caps = append(caps, strings.Join(ws, " "))
+		}
 	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	var total float64
-	for _, x := range sums {
-		total += x
-	}
-	return total, nil
+	return caps
 }
 
 // Vocabulary of the synthetic captions: COCO-like objects with synonyms,
@@ -139,10 +76,12 @@ var (
 	preps     = []string{"on", "in", "near", "next to", "in front of", "on top of", "under", "beside", "behind", "by", "at", "along", "across"}
 )
 
-// syntheticCaptions returns nImages*perImage COCO-length captions, perImage
-// consecutive ones per image describing the same invented scene with
-// varied wording and synonyms. The same seed gives the same captions.
-func syntheticCaptions(seed uint64, nImages, perImage int) []string {
+// SceneCaptions returns nImages*perImage COCO-like captions in English, the
+// perImage consecutive ones of an image describing the same invented scene
+// (people or animals, objects, colours, counts, actions, places) with
+// varied wording and synonyms. They suit the metrics that parse captions
+// (SPICE). The same seed gives the same captions.
+func SceneCaptions(nImages, perImage int, seed uint64) []string {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	pick := func(xs []string) string { return xs[r.IntN(len(xs))] }
 	pickSyn := func(xs [][]string) []string { return xs[r.IntN(len(xs))] }

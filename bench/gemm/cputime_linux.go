@@ -1,4 +1,4 @@
-package gemmbench
+package gemm
 
 import "golang.org/x/sys/unix"
 

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package gemmbench
+package gemm
 
 // threadCPU is unavailable on this platform.
 func threadCPU() float64 { return 0 }

@@ -1,12 +1,9 @@
-// Package gemmbench registers "xmr bench gemm": float32 matrix products of
-// the transformer's shapes through the path the models use
+// Package gemm is `xmr bench gemm`: float32 matrix products of the
+// transformer's shapes through the path the models use
 // (tensor.(*Tape).MatMul with a nil tape) and through blas.Sgemm, each
 // against cblas_sgemm of OpenBLAS called directly in the same run, and the
 // pure-Go fallbacks against the same peer.
-//
-// It lives apart from package blas because it drives package tensor, which
-// imports blas.
-package gemmbench
+package gemm
 
 import (
 	"context"
@@ -26,12 +23,11 @@ import (
 	"github.com/xmr-project/xmr/tensor"
 )
 
-func init() {
-	bench.Register(bench.Benchmark{
-		Name:    "gemm",
-		Summary: "float32 GEMM (transformer shapes): tape.MatMul and blas.Sgemm vs raw cblas_sgemm, and the pure-Go fallbacks [MxKxN ...]",
-		Run:     Run,
-	})
+// Benchmark is `xmr bench gemm [MxKxN ...]`.
+var Benchmark = bench.Benchmark{
+	Name:    "gemm",
+	Summary: "float32 GEMM (transformer shapes): tape.MatMul and blas.Sgemm vs raw cblas_sgemm, and the pure-Go fallbacks [MxKxN ...]",
+	Run:     run,
 }
 
 // Shape is one product: (M, K) x (K, N).
@@ -96,14 +92,14 @@ type variant struct {
 	run    func()
 }
 
-// Run measures every shape (opts.Args may list others as MxKxN) and emits,
+// run measures every shape (opts.Args may list others as MxKxN) and emits,
 // per shape, GFLOP/s of tape.MatMul and blas.Sgemm with raw cblas_sgemm as
 // the peer, timed by the wall clock with OpenBLAS's threads; then, unless
 // opts.Quick, the same on one OpenBLAS thread timed by the thread's CPU
 // clock (robust on a loaded machine); then each pure-Go GEMM with the same
 // peer. Our calls and the raw call run interleaved, call by call; the best
 // call of each counts.
-func Run(ctx context.Context, opts bench.Options) error {
+func run(ctx context.Context, opts bench.Options) error {
 	shapes := Shapes
 	if len(opts.Args) > 0 {
 		shapes = nil

@@ -1,0 +1,46 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/xmr-project/xmr/tools"
+)
+
+// RunPeer runs a Python peer: the script of package tools named script,
+// written to a temporary directory, with args, under an interpreter that
+// can import modules (opts.Python if set, else the one tools.FindPython
+// finds). It returns what the script printed on standard output.
+//
+// When no interpreter fits, the error wraps tools.ErrNoPython and says what
+// was tried; benchmarks then skip their peer and note the reason.
+func RunPeer(ctx context.Context, opts Options, script string, modules []string, args ...string) ([]byte, error) {
+	py, err := tools.FindPython(ctx, opts.Python, modules...)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "xmr-peer-*")
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", script, err)
+	}
+	defer os.RemoveAll(dir)
+	path, err := tools.WriteScript(dir, script)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, py, append([]string{path}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := bytes.TrimSpace(stderr.Bytes())
+		if len(msg) > 300 {
+			msg = msg[len(msg)-300:]
+		}
+		return nil, fmt.Errorf("peer %s %s: %w: %s", py, script, err, msg)
+	}
+	return out, nil
+}

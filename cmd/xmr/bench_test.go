@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/xmr-project/xmr/bench"
+)
+
+func TestBenchList(t *testing.T) {
+	var out bytes.Buffer
+	if err := runBench(context.Background(), []string{"list"}, benchFlags{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			t.Fatalf("line %q has no summary", line)
+		}
+		names = append(names, f[0])
+	}
+	want := []string{"gemm", "rouge", "spice", "synth", "train-step", "transformer"}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("xmr bench list shows %v, want %v", names, want)
+	}
+}
+
+// TestBenchRun runs the quick transformer benchmark through the command
+// line, with flags after the name, and an interpreter that does not exist.
+func TestBenchRun(t *testing.T) {
+	var out bytes.Buffer
+	args := []string{"transformer", "--quick", "--json", "--python", "/nonexistent/python3"}
+	if err := runBench(context.Background(), args, benchFlags{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("%d JSON lines, want 7:\n%s", len(lines), out.String())
+	}
+	var r bench.Result
+	if err := json.Unmarshal([]byte(lines[0]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "transformer/train" || r.Metric != "step time" || !strings.Contains(r.Note, "/nonexistent/python3 cannot import torch") {
+		t.Errorf("first result %+v", r)
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "name a benchmark"},
+		{[]string{"nosuch"}, `unknown benchmark "nosuch" (have: gemm, rouge, spice, synth, train-step, transformer)`},
+		{[]string{"transformer", "--python"}, "flag needs an argument: --python"},
+	}
+	for _, c := range cases {
+		err := runBench(context.Background(), c.args, benchFlags{}, &bytes.Buffer{})
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("xmr bench %q: got %v, want a usage error containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestHoistFlags(t *testing.T) {
+	cases := []struct {
+		args   []string
+		rest   []string
+		json   bool
+		python string
+	}{
+		{[]string{"gemm", "--json"}, []string{"gemm"}, true, ""},
+		{[]string{"gemm", "-json", "1x2x3"}, []string{"gemm", "1x2x3"}, true, ""},
+		{[]string{"transformer", "--python", "/p/python3", "blas-threads=2"}, []string{"transformer", "blas-threads=2"}, false, "/p/python3"},
+		{[]string{"transformer", "-python=py"}, []string{"transformer"}, false, "py"},
+		{[]string{"x", "--other", "-"}, []string{"x", "--other", "-"}, false, ""},
+	}
+	for _, c := range cases {
+		var js bool
+		var py string
+		rest, err := hoistFlags(c.args, map[string]*bool{"json": &js}, map[string]*string{"python": &py})
+		if err != nil || !reflect.DeepEqual(rest, c.rest) || js != c.json || py != c.python {
+			t.Errorf("hoistFlags(%q) = %q, json %v, python %q, %v; want %q, %v, %q", c.args, rest, js, py, err, c.rest, c.json, c.python)
+		}
+	}
+}
