@@ -257,6 +257,70 @@ save_file({"w": np.array([[1, 2], [3, 4]], dtype=np.float16), "b": np.array([0.2
 	}
 }
 
+// TestNumpySafetensorsSpec exchanges files with a second implementation of
+// the safetensors layout, written in Python over numpy from the published
+// format (little-endian u64 header size, JSON header with dtype, shape and
+// data_offsets per tensor and string __metadata__, then the data): it runs
+// wherever numpy does (scripts/test installs Debian's python3-numpy), unlike
+// TestPythonSafetensors, whose package Debian does not ship.
+func TestNumpySafetensorsSpec(t *testing.T) {
+	py, err := tools.FindPython(context.Background(), "", "numpy")
+	if err != nil {
+		t.Skipf("skipping (Debian: apt-get install python3-numpy): %v", err)
+	}
+	dir := t.TempDir()
+	ours := filepath.Join(dir, "ours.safetensors")
+	if err := Save(ours, sample(), map[string]string{MetaConfig: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(dir, "theirs.safetensors")
+	script := `import sys, json, struct, numpy as np
+DT = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "BF16": None}
+def load(path):
+    b = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", b[:8])
+    h = json.loads(b[8:8+n].decode("utf-8"))
+    meta = h.pop("__metadata__", {})
+    data = b[8+n:]
+    out = {}
+    for name, t in h.items():
+        lo, hi = t["data_offsets"]
+        out[name] = np.frombuffer(data[lo:hi], dtype=DT[t["dtype"]]).reshape(t["shape"])
+    return out, meta
+t, meta = load(sys.argv[1])
+assert meta == {"config": "c"}, meta
+assert t["img_enc.fc.bias"].tolist()[:2] == [1.0, -2.0] and np.isinf(t["img_enc.fc.bias"][2]), t["img_enc.fc.bias"]
+assert t["txt_enc.fc.weight"].shape == (3, 1000)
+assert np.allclose(t["txt_enc.fc.weight"].ravel(), np.sin(np.arange(3000)).astype(np.float32))
+assert t["scale"].shape == () and t["scale"] == 0.5
+assert t["empty"].shape == (0, 4)
+w = np.array([[1, 2], [3, 4]], dtype="<f2").tobytes()
+b = np.array([0.25], dtype="<f4").tobytes()
+h = {"w": {"dtype": "F16", "shape": [2, 2], "data_offsets": [0, len(w)]},
+     "b": {"dtype": "F32", "shape": [1], "data_offsets": [len(w), len(w) + len(b)]},
+     "__metadata__": {"k": "v"}}
+hb = json.dumps(h).encode()
+hb += b" " * ((8 - len(hb) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + w + b)
+`
+	if out, err := exec.Command(py, "-c", script, ours, theirs).CombinedOutput(); err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	f, err := Open(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, shape, err := f.Tensor("w")
+	if err != nil || !reflect.DeepEqual(w, []float32{1, 2, 3, 4}) || !reflect.DeepEqual(shape, []int{2, 2}) || f.Metadata()["k"] != "v" {
+		t.Fatalf("reading the numpy writer's file: %v %v %v %v", w, shape, f.Metadata(), err)
+	}
+	b, _, err := f.Tensor("b")
+	if err != nil || !reflect.DeepEqual(b, []float32{0.25}) {
+		t.Fatalf("tensor b: %v %v", b, err)
+	}
+}
+
 func TestCorruptHeaders(t *testing.T) {
 	f32 := func(n int) []byte { return make([]byte, 4*n) }
 	cases := []struct {
