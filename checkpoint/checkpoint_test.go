@@ -243,6 +243,14 @@ with safe_open(sys.argv[1], "np") as f:
     assert f.metadata() == {"config": "c"}, f.metadata()
 save_file({"w": np.array([[1, 2], [3, 4]], dtype=np.float16), "b": np.array([0.25], dtype=np.float32)}, sys.argv[2], metadata={"k": "v"})
 `
+	exchangeWithPython(t, py, script, ours, theirs)
+}
+
+// exchangeWithPython runs a Python script that checks the file ours (the
+// sample, metadata config "c") and writes theirs: w, F16 [[1, 2], [3, 4]],
+// b, F32 [0.25], metadata k = v; then it reads theirs back.
+func exchangeWithPython(t *testing.T, py, script, ours, theirs string) {
+	t.Helper()
 	if out, err := exec.Command(py, "-c", script, ours, theirs).CombinedOutput(); err != nil {
 		t.Fatalf("python: %v\n%s", err, out)
 	}
@@ -254,6 +262,10 @@ save_file({"w": np.array([[1, 2], [3, 4]], dtype=np.float16), "b": np.array([0.2
 	w, shape, err := f.Tensor("w")
 	if err != nil || !reflect.DeepEqual(w, []float32{1, 2, 3, 4}) || !reflect.DeepEqual(shape, []int{2, 2}) || f.Metadata()["k"] != "v" {
 		t.Fatalf("reading Python's file: %v %v %v %v", w, shape, f.Metadata(), err)
+	}
+	b, _, err := f.Tensor("b")
+	if err != nil || !reflect.DeepEqual(b, []float32{0.25}) {
+		t.Fatalf("tensor b: %v %v", b, err)
 	}
 }
 
@@ -303,22 +315,7 @@ hb = json.dumps(h).encode()
 hb += b" " * ((8 - len(hb) % 8) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + w + b)
 `
-	if out, err := exec.Command(py, "-c", script, ours, theirs).CombinedOutput(); err != nil {
-		t.Fatalf("python: %v\n%s", err, out)
-	}
-	f, err := Open(theirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, shape, err := f.Tensor("w")
-	if err != nil || !reflect.DeepEqual(w, []float32{1, 2, 3, 4}) || !reflect.DeepEqual(shape, []int{2, 2}) || f.Metadata()["k"] != "v" {
-		t.Fatalf("reading the numpy writer's file: %v %v %v %v", w, shape, f.Metadata(), err)
-	}
-	b, _, err := f.Tensor("b")
-	if err != nil || !reflect.DeepEqual(b, []float32{0.25}) {
-		t.Fatalf("tensor b: %v %v", b, err)
-	}
+	exchangeWithPython(t, py, script, ours, theirs)
 }
 
 func TestCorruptHeaders(t *testing.T) {

@@ -63,3 +63,15 @@ func Marshal(v any) string {
 	}
 	return string(b)
 }
+
+// Parse decodes YAML text over def (see Decode) and validates the result.
+func Parse[T interface{ Validate() error }](b []byte, def T) (T, error) {
+	var zero T
+	if err := Decode(b, &def); err != nil {
+		return zero, err
+	}
+	if err := def.Validate(); err != nil {
+		return zero, err
+	}
+	return def, nil
+}

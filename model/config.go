@@ -114,14 +114,7 @@ func Default() Config {
 // ParseConfig parses a model config (as Marshal writes it) over Default and
 // validates it. Unknown keys are an error naming the line.
 func ParseConfig(b []byte) (Config, error) {
-	c := Default()
-	if err := configs.Decode(b, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return configs.Parse(b, Default())
 }
 
 // Marshal returns the config as YAML (stored in checkpoints).

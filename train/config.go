@@ -143,14 +143,7 @@ func LoadConfig(path string) (Config, error) {
 
 // ParseConfig parses YAML text over Default and validates the result.
 func ParseConfig(b []byte) (Config, error) {
-	c := Default()
-	if err := configs.Decode(b, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return configs.Parse(b, Default())
 }
 
 // Marshal returns the config as YAML (stored in run directories and
