@@ -2,9 +2,13 @@ package model
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,6 +136,25 @@ func fromFile(path string, f *checkpoint.File) (Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// Fingerprint identifies a model's weights, config and vocabulary: the
+// SHA-256 of all three, as "sha256:HEX". Two checkpoints of the same model
+// (a best-rsum and a copy with optimiser state beside it, say) have the same
+// fingerprint; an index records it to refuse vectors of another model.
+func Fingerprint(m Model) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n", m.Name(), m.Config().Marshal(), strings.Join(m.Tokenizer().Vocab().Tokens(), "\n"))
+	var buf []byte
+	for _, p := range m.Params() {
+		fmt.Fprintf(h, "%s %v\n", p.Name, p.T.Shape)
+		buf = buf[:0]
+		for _, v := range p.T.Data {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
+		h.Write(buf)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // LoadTensors fills the named tensors from f (model weights, or tensors

@@ -280,3 +280,29 @@ func BenchmarkScoreMatrix(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScoreOneQuery scores one 12-word caption against 5,000 images
+// of 36 region vectors at d = 1024 (the paper's sizes): the exhaustive
+// search path.
+func BenchmarkScoreOneQuery(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	const nImg, l1, l2, e = 5000, 36, 12, 1024
+	img := &Embeddings{Dim: e, Offsets: make([]int, nImg+1), Vecs: make([]float32, nImg*l1*e), Pos: make([]int32, nImg*l1), Global: make([]float32, nImg*e)}
+	for i := range img.Vecs {
+		img.Vecs[i] = float32(rng.NormFloat64())
+	}
+	for i := range nImg + 1 {
+		img.Offsets[i] = i * l1
+	}
+	txt := &Embeddings{Dim: e, Offsets: []int{0, l2}, Vecs: make([]float32, l2*e), Pos: make([]int32, l2), Global: make([]float32, e)}
+	for i := range txt.Vecs {
+		txt.Vecs[i] = float32(rng.NormFloat64())
+	}
+	b.SetBytes(int64(len(img.Vecs) * 4))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := ScoreMatrix(context.Background(), img, txt, MrSw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

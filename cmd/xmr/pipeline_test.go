@@ -130,3 +130,70 @@ func TestTrainOnBottomUp(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIndexSearch indexes a trained model's collection, searches it both
+// ways (table and JSON, with explanations), appends a second split, and
+// refuses a second build into the same directory without --append or
+// --overwrite.
+func TestIndexSearch(t *testing.T) {
+	dir := t.TempDir()
+	world := filepath.Join(dir, "world")
+	if _, err := synth.Generate(context.Background(), world, synth.Config{N: 200, Seed: 2, Dim: 16, Regions: 6, Noise: 0.1, Dev: 50, Test: 50}); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "run")
+	if _, stderr, code := run(t, "train", "--config", writeTinyConfig(t, dir, "teran", "alignment"), "--data", world, "--out", runDir, "--max-iters", "2", "--val-images", "50"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, stderr)
+	}
+	idx := filepath.Join(dir, "world.idx")
+	stdout, stderr, code := run(t, "index", "--checkpoint", runDir, "--data", world, "--split", "test", "--out", idx)
+	if code != 0 || !strings.Contains(stdout, "indexed 50 images and 250 captions") {
+		t.Fatalf("index: exit %d: %s%s", code, stdout, stderr)
+	}
+	caps, err := os.ReadFile(filepath.Join(world, "test_caps.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	query := strings.SplitN(string(caps), "\n", 2)[0]
+	stdout, stderr, code = run(t, "search", "--index", idx, "--text", query, "-k", "3", "--explain", "--json")
+	if code != 0 {
+		t.Fatalf("search: exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Mode    string `json:"mode"`
+		Results []struct {
+			Rank  int     `json:"rank"`
+			Score float64 `json:"score"`
+			Image struct {
+				ID   string `json:"id"`
+				Path string `json:"path"`
+			} `json:"image"`
+			Explain []struct {
+				Word string `json:"word"`
+			} `json:"explain"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("search --json printed %q: %v", stdout, err)
+	}
+	if out.Mode != "text-to-image" || len(out.Results) != 3 || out.Results[0].Rank != 1 || len(out.Results[0].Explain) == 0 ||
+		!strings.HasSuffix(out.Results[0].Image.Path, out.Results[0].Image.ID+".png") {
+		t.Fatalf("search --json: %+v", out)
+	}
+	stdout, stderr, code = run(t, "search", "--index", idx, "--image", out.Results[0].Image.ID, "-k", "2")
+	if code != 0 || !strings.Contains(stdout, "image-to-text") || strings.Count(stdout, "\n") != 3 {
+		t.Fatalf("search --image: exit %d: %q %s", code, stdout, stderr)
+	}
+	if _, stderr, code = run(t, "index", "--checkpoint", runDir, "--data", world, "--split", "dev", "--out", idx); code != 1 || !strings.Contains(stderr, "already exists") {
+		t.Fatalf("second build without --append: exit %d: %s", code, stderr)
+	}
+	if stdout, stderr, code = run(t, "index", "--checkpoint", runDir, "--data", world, "--split", "dev", "--out", idx, "--append"); code != 0 || !strings.Contains(stdout, "now holds 100 images and 500 captions") {
+		t.Fatalf("append: exit %d: %s%s", code, stdout, stderr)
+	}
+	if _, stderr, code = run(t, "search", "--index", idx, "--image", "no-such-image"); code != 1 || !strings.Contains(stderr, `no image "no-such-image"`) {
+		t.Fatalf("unknown image: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code = run(t, "search", "--index", idx); code != 2 || !strings.Contains(stderr, "--text or --image") {
+		t.Fatalf("no query: exit %d: %s", code, stderr)
+	}
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/model"
+)
+
+var indexFlags struct {
+	checkpoint string
+	data       dataFlags
+	split      string
+	out        string
+	images     string
+	appendTo   bool
+	overwrite  bool
+}
+
+func init() {
+	register(&command{
+		name:    "index",
+		summary: "encode a collection (images and captions) with a model into an on-disk index for xmr search",
+		usage:   "--checkpoint CKPT --data PATH [--split S] --out INDEX [--append | --overwrite] [flags]",
+		examples: `  xmr index --checkpoint runs/teran --data world --split test --out world.idx
+  xmr index --checkpoint runs/teran --data world --split dev --out world.idx --append   # add more images and captions
+  xmr index --checkpoint runs/teran --data /data/coco --karpathy dataset_coco.json \
+      --coco-annotations captions_val2014.json --split testall --images /data/coco/val2014 --out coco5k.idx
+
+The index directory holds the model, the region/word and global vectors in
+memory-mapped segment files, and a catalogue (ids, captions, image paths,
+boxes, sizes) in SQLite; docs/index-format.md describes it. A build that is
+killed or fails leaves the previous index as it was.`,
+		setFlags: func(fs *flag.FlagSet) {
+			fs.StringVar(&indexFlags.checkpoint, "checkpoint", "", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint)")
+			indexFlags.data.addTo(fs)
+			fs.StringVar(&indexFlags.split, "split", "test", "split of --data to index")
+			fs.StringVar(&indexFlags.out, "out", "", "index `DIR`")
+			fs.StringVar(&indexFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg); for a synthetic world, its images/SPLIT folder is used by default")
+			fs.BoolVar(&indexFlags.appendTo, "append", false, "add the split to an existing index (encoded by the same model)")
+			fs.BoolVar(&indexFlags.overwrite, "overwrite", false, "replace an existing index")
+		},
+		run: runIndex,
+	})
+}
+
+func runIndex(ctx context.Context, args []string) error {
+	f := indexFlags
+	if len(args) > 0 {
+		return usageErrorf("unexpected arguments %q", args)
+	}
+	switch {
+	case f.checkpoint == "":
+		return usageErrorf("--checkpoint is required")
+	case f.out == "":
+		return usageErrorf("--out is required")
+	case f.appendTo && f.overwrite:
+		return usageErrorf("give --append or --overwrite, not both")
+	}
+	mode := index.Create
+	if f.appendTo {
+		mode = index.Append
+	} else if f.overwrite {
+		mode = index.Overwrite
+	}
+	src, err := f.data.source()
+	if err != nil {
+		return err
+	}
+	m, cf, err := model.Load(f.checkpoint)
+	if err != nil {
+		return err
+	}
+	cf.Close()
+	split, err := src.Load(f.split)
+	if err != nil {
+		return err
+	}
+	defer split.Close()
+	imageDir := f.images
+	if imageDir == "" {
+		if d := filepath.Join(src.Path, "images", split.Name); isDir(d) {
+			imageDir = d
+		}
+	}
+	start := time.Now()
+	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true})
+	if err != nil {
+		return err
+	}
+	ni, nc := 0, 0
+	if ix, err := index.Open(f.out, &index.OpenOptions{SkipChecksums: true}); err == nil {
+		ni, nc = ix.Len()
+		ix.Close()
+	}
+	fmt.Fprintf(stdout, "indexed %d images and %d captions of %s %s in %s (%.0f images/s); %s now holds %d images and %d captions\n",
+		st.Images, st.Captions, src, split.Name, time.Since(start).Round(time.Millisecond), float64(st.Images)/time.Since(start).Seconds(), f.out, ni, nc)
+	fmt.Fprintf(stdout, "search it: xmr search --index %s --text %q\n", f.out, firstCaption(split))
+	return nil
+}
+
+// collection turns a split into what the index builds from: the catalogue
+// rows carry the image ids, files (found in imageDir), sizes and boxes.
+func collection(s *data.Split, imageDir string) index.Collection {
+	c := index.Collection{Images: s.Images}
+	for i := 0; i < s.NumImages(); i++ {
+		row := index.ImageRow{ID: s.ID(i), Path: imageFile(imageDir, s.ID(i))}
+		if s.Sizes != nil {
+			row.Width, row.Height = s.Sizes[i][0], s.Sizes[i][1]
+		}
+		if s.Images.Boxes != nil {
+			for r := 0; r < s.Images.NumRegions(i); r++ {
+				b := s.Images.Box5(i, r)
+				row.Boxes = append(row.Boxes, [4]float32{b[0], b[1], b[2], b[3]})
+			}
+		}
+		c.ImageRows = append(c.ImageRows, row)
+		for _, cp := range s.CaptionsOf(i) {
+			c.Captions = append(c.Captions, index.CaptionRow{Text: cp, ImageID: s.ID(i)})
+		}
+	}
+	return c
+}
+
+// imageFile returns the file of image id in dir (ID.png, ID.jpg or
+// ID.jpeg), or "" when there is none.
+func imageFile(dir, id string) string {
+	if dir == "" {
+		return ""
+	}
+	for _, ext := range []string{"", ".png", ".jpg", ".jpeg"} {
+		p := filepath.Join(dir, id+ext)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs
+			}
+			return p
+		}
+	}
+	return ""
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func firstCaption(s *data.Split) string {
+	if len(s.Captions) == 0 {
+		return "a red circle"
+	}
+	return s.Captions[0]
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/model"
+)
+
+var searchFlags struct {
+	index   string
+	text    string
+	image   string
+	k       int
+	pooling string
+	explain bool
+	json    bool
+}
+
+func init() {
+	register(&command{
+		name:    "search",
+		summary: "search an index: the images a sentence describes (--text), or the captions of an image (--image)",
+		usage:   "--index INDEX (--text \"QUERY\" | --image ID) [-k 10] [--explain] [--json]",
+		examples: `  xmr search --index world.idx --text "a red circle left of a blue square" -k 5
+  xmr search --index world.idx --text "a red circle left of a blue square" --explain   # each word's best region
+  xmr search --index world.idx --image synth-0000042 -k 5
+  xmr search --index world.idx --text "two green stars" --json | jq '.results[0].image.id'`,
+		setFlags: func(fs *flag.FlagSet) {
+			fs.StringVar(&searchFlags.index, "index", "", "index `DIR` made by xmr index")
+			fs.StringVar(&searchFlags.text, "text", "", "find the images this sentence describes")
+			fs.StringVar(&searchFlags.image, "image", "", "find the captions that describe the indexed image with this `ID`")
+			fs.IntVar(&searchFlags.k, "k", 10, "number of results")
+			fs.StringVar(&searchFlags.pooling, "pooling", "", "override the model's scoring: global, MrSw, MwSr, Symm or MrAvgw")
+			fs.BoolVar(&searchFlags.explain, "explain", false, "show, for each result, every word's best region and its cosine")
+			fs.BoolVar(&searchFlags.json, "json", false, "print the results as one JSON object")
+		},
+		run: runSearch,
+	})
+}
+
+// searchOutput is what --json prints.
+type searchOutput struct {
+	Query   string         `json:"query"`
+	Mode    string         `json:"mode"` // "text-to-image" or "image-to-text"
+	Scoring model.Scoring  `json:"scoring"`
+	Results []index.Result `json:"results"`
+	Millis  float64        `json:"ms"`
+}
+
+func runSearch(ctx context.Context, args []string) error {
+	f := searchFlags
+	if len(args) > 0 {
+		return usageErrorf("unexpected arguments %q (quote the query: --text \"a red circle\")", args)
+	}
+	switch {
+	case f.index == "":
+		return usageErrorf("--index is required")
+	case (f.text == "") == (f.image == ""):
+		return usageErrorf("give --text or --image (one of them)")
+	case f.k <= 0:
+		return usageErrorf("-k must be positive, is %d", f.k)
+	}
+	opts := &index.SearchOptions{K: f.k, Explain: f.explain}
+	if f.pooling != "" {
+		s, err := model.ParseScoring(f.pooling)
+		if err != nil {
+			return usageErrorf("--pooling: %v", err)
+		}
+		opts.Scoring = s
+	}
+	ix, err := index.Open(f.index, nil)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	out := searchOutput{Scoring: ix.Manifest().Model.Scoring}
+	if opts.Scoring != "" {
+		out.Scoring = opts.Scoring
+	}
+	if f.text != "" {
+		if _, err := ix.Model(); err != nil { // load it before the clock starts
+			return err
+		}
+	}
+	start := time.Now()
+	if f.text != "" {
+		out.Query, out.Mode = f.text, "text-to-image"
+		out.Results, err = ix.SearchText(ctx, f.text, opts)
+	} else {
+		out.Query, out.Mode = f.image, "image-to-text"
+		out.Results, err = ix.SearchImage(ctx, f.image, opts)
+	}
+	if err != nil {
+		return err
+	}
+	out.Millis = float64(time.Since(start).Microseconds()) / 1000
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(out)
+	}
+	return printResults(out)
+}
+
+// printResults writes the results as a table, with the alignments under
+// each result when explained.
+func printResults(o searchOutput) error {
+	fmt.Fprintf(stdout, "%s, %s scoring, %d results in %.1f ms\n", o.Mode, o.Scoring, len(o.Results), o.Millis)
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	for _, r := range o.Results {
+		if r.Image != nil {
+			path := r.Image.Path
+			if path == "" {
+				path = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", r.Rank, r.Score, r.Image.ID, path)
+		} else {
+			fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", r.Rank, r.Score, r.Caption.ImageID, r.Caption.Text)
+		}
+		for _, a := range r.Explain {
+			box := ""
+			if a.Box != nil {
+				box = fmt.Sprintf("box %.2f %.2f %.2f %.2f", a.Box[0], a.Box[1], a.Box[2], a.Box[3])
+			}
+			fmt.Fprintf(tw, "\t\t  %s\tregion %d  cos %.3f  %s\n", a.Word, a.Region, a.Cosine, strings.TrimSpace(box))
+		}
+	}
+	return tw.Flush()
+}

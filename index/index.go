@@ -1,0 +1,254 @@
+// Package index is xmr's retrieval engine: an on-disk index of encoded
+// images and captions, built once (offline) by encoding a collection with
+// a model, and searched online by encoding only the query.
+//
+// An index is a directory (docs/index-format.md): a manifest naming the
+// published files, segment files of embeddings (memory-mapped, versioned,
+// checksummed), an SQLite catalogue (ids, captions, image paths, boxes,
+// sizes) and the model that encoded them. Builds and appends write new
+// files and publish them by replacing the manifest atomically, so a killed
+// build leaves the previous index intact and loadable.
+//
+// Search scores with the model's own scoring functions (model.ScoreMatrix):
+// the ranking of a query equals that of scoring the collection directly.
+package index
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/xmr-project/xmr/model"
+)
+
+// Format names an index directory in its manifest; Version is the layout
+// this package reads and writes.
+const (
+	Format  = "xmr-index"
+	Version = 1
+)
+
+// manifestFile is the file that publishes an index's content.
+const manifestFile = "manifest.json"
+
+// Manifest says what an index holds: the files of the current generation.
+type Manifest struct {
+	Format     string       `json:"format"`
+	Version    int          `json:"version"`
+	Generation int          `json:"generation"`
+	Model      ModelInfo    `json:"model"`
+	Catalogue  string       `json:"catalogue"`
+	Images     []SegmentRef `json:"images"`
+	Captions   []SegmentRef `json:"captions"`
+}
+
+// ModelInfo identifies the model that encoded an index.
+type ModelInfo struct {
+	Name        string        `json:"name"`        // registry name: teran, tern
+	File        string        `json:"file"`        // checkpoint in the index directory
+	Fingerprint string        `json:"fingerprint"` // model.Fingerprint
+	Dim         int           `json:"dim"`         // width of the vectors
+	Scoring     model.Scoring `json:"scoring"`     // the model's own scoring
+}
+
+// SegmentRef names a published segment file and what it holds.
+type SegmentRef struct {
+	File    string `json:"file"`
+	Items   int    `json:"items"`
+	Vectors int    `json:"vectors"`
+}
+
+// ErrNotIndex is wrapped by the errors for a directory without an index.
+var ErrNotIndex = errors.New("not an xmr index")
+
+// readManifest reads and checks dir's manifest.
+func readManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, manifestFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, serr := os.Stat(dir); serr != nil {
+			return nil, fmt.Errorf("open index: %w (%w)", serr, ErrNotIndex)
+		}
+		return nil, fmt.Errorf("%s is %w: no %s (build one with xmr index)", dir, ErrNotIndex, manifestFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open index: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("index %s: %s: %w", dir, manifestFile, err)
+	}
+	if m.Format != Format {
+		return nil, fmt.Errorf("index %s: %s: format %q, want %q", dir, manifestFile, m.Format, Format)
+	}
+	if m.Version != Version {
+		return nil, fmt.Errorf("index %s: layout version %d; this xmr reads version %d: rebuild the index with this xmr", dir, m.Version, Version)
+	}
+	for _, s := range append(append([]SegmentRef{}, m.Images...), m.Captions...) {
+		if s.File == "" || filepath.Base(s.File) != s.File {
+			return nil, fmt.Errorf("index %s: %s: segment file %q is not a plain name in the directory", dir, manifestFile, s.File)
+		}
+	}
+	if m.Catalogue == "" || filepath.Base(m.Catalogue) != m.Catalogue || m.Model.File == "" || filepath.Base(m.Model.File) != m.Model.File {
+		return nil, fmt.Errorf("index %s: %s: catalogue %q and model %q must be plain file names in the directory", dir, manifestFile, m.Catalogue, m.Model.File)
+	}
+	return &m, nil
+}
+
+// Index is an open index: its segments mapped, its catalogue open. It is
+// safe for concurrent searches.
+type Index struct {
+	dir      string
+	man      *Manifest
+	images   []*segment
+	captions []*segment
+	cat      *catalogue
+
+	modelOnce sync.Once
+	model     model.Model
+	modelErr  error
+}
+
+// OpenOptions tune Open. The zero value (and nil) gives the defaults.
+type OpenOptions struct {
+	// SkipChecksums skips the CRC-32C check of the segments' sections
+	// (their headers are always checked): faster opening of large indexes
+	// whose files are trusted.
+	SkipChecksums bool
+}
+
+// Open opens the index in dir: reads the manifest, maps and checks every
+// segment and opens the catalogue read-only.
+func Open(dir string, o *OpenOptions) (*Index, error) {
+	if err := checkHost(); err != nil {
+		return nil, err
+	}
+	man, err := readManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	skip := o != nil && o.SkipChecksums
+	ix := &Index{dir: dir, man: man}
+	open := func(refs []SegmentRef, modality string) ([]*segment, error) {
+		var out []*segment
+		for _, r := range refs {
+			s, err := openSegment(filepath.Join(dir, r.File), skip)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, s)
+			h := s.header
+			switch {
+			case h.Modality != modality:
+				return out, fmt.Errorf("segment %s holds %s, the manifest lists it among the %s", r.File, h.Modality, modality)
+			case h.Items != r.Items || h.Vectors != r.Vectors:
+				return out, fmt.Errorf("segment %s holds %d items and %d vectors, the manifest says %d and %d", r.File, h.Items, h.Vectors, r.Items, r.Vectors)
+			case h.Dim != man.Model.Dim:
+				return out, fmt.Errorf("segment %s has %d-d vectors, the index's model %d-d", r.File, h.Dim, man.Model.Dim)
+			case h.Model != man.Model.Fingerprint:
+				return out, fmt.Errorf("segment %s was encoded by model %s, the index's model is %s", r.File, h.Model, man.Model.Fingerprint)
+			}
+		}
+		return out, nil
+	}
+	if ix.images, err = open(man.Images, "images"); err == nil {
+		ix.captions, err = open(man.Captions, "captions")
+	}
+	if err == nil {
+		ix.cat, err = openCatalogue(filepath.Join(dir, man.Catalogue), false)
+	}
+	if err == nil {
+		err = ix.checkCatalogue()
+	}
+	if err != nil {
+		ix.Close()
+		return nil, fmt.Errorf("index %s: %w", dir, err)
+	}
+	return ix, nil
+}
+
+// checkCatalogue checks that the catalogue lists as many items as the
+// segments hold.
+func (ix *Index) checkCatalogue() error {
+	ni, nc := ix.Len()
+	ci, cc, err := ix.cat.counts(context.Background(), files(ix.man.Images), files(ix.man.Captions))
+	if err != nil {
+		return err
+	}
+	if ci != ni || cc != nc {
+		return fmt.Errorf("catalogue %s lists %d images and %d captions, the segments hold %d and %d", ix.man.Catalogue, ci, cc, ni, nc)
+	}
+	return nil
+}
+
+func files(refs []SegmentRef) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.File
+	}
+	return out
+}
+
+// Close releases the mappings and the catalogue.
+func (ix *Index) Close() error {
+	var errs []error
+	for _, s := range append(append([]*segment{}, ix.images...), ix.captions...) {
+		errs = append(errs, s.close())
+	}
+	if ix.cat != nil {
+		errs = append(errs, ix.cat.close())
+	}
+	ix.images, ix.captions, ix.cat = nil, nil, nil
+	return errors.Join(errs...)
+}
+
+// Dir returns the index directory.
+func (ix *Index) Dir() string { return ix.dir }
+
+// Manifest returns a copy of the index's manifest.
+func (ix *Index) Manifest() Manifest { return *ix.man }
+
+// Len returns the number of images and captions.
+func (ix *Index) Len() (images, captions int) {
+	for _, s := range ix.images {
+		images += s.header.Items
+	}
+	for _, s := range ix.captions {
+		captions += s.header.Items
+	}
+	return images, captions
+}
+
+// Model returns the model that encoded the index (read from the index
+// directory on first use): search needs it to encode text queries.
+func (ix *Index) Model() (model.Model, error) {
+	ix.modelOnce.Do(func() {
+		m, f, err := model.Load(filepath.Join(ix.dir, ix.man.Model.File))
+		if err != nil {
+			ix.modelErr = fmt.Errorf("index %s: %w", ix.dir, err)
+			return
+		}
+		f.Close()
+		if fp := model.Fingerprint(m); fp != ix.man.Model.Fingerprint {
+			ix.modelErr = fmt.Errorf("index %s: model file %s has fingerprint %s, the manifest %s: the file was replaced", ix.dir, ix.man.Model.File, fp, ix.man.Model.Fingerprint)
+			return
+		}
+		ix.model = m
+	})
+	return ix.model, ix.modelErr
+}
+
+// locate returns the segment and row of item number n among segs.
+func locate(segs []*segment, n int) (*segment, int, bool) {
+	for _, s := range segs {
+		if n < s.header.Items {
+			return s, n, true
+		}
+		n -= s.header.Items
+	}
+	return nil, 0, false
+}

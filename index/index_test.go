@@ -1,0 +1,501 @@
+package index
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/synth"
+	"github.com/xmr-project/xmr/text"
+)
+
+var (
+	worldOnce sync.Once
+	worldDir  string
+	worldErr  error
+)
+
+// testWorld generates (once per test binary) a small synthetic world.
+func testWorld(t testing.TB) string {
+	worldOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "xmr-index-world-")
+		if err != nil {
+			worldErr = err
+			return
+		}
+		worldDir = dir
+		_, worldErr = synth.Generate(context.Background(), dir, synth.Config{N: 300, Seed: 5, Dim: 16, Regions: 6, Noise: 0.1, NoImages: true, Dev: 50, Test: 100})
+	})
+	if worldErr != nil {
+		t.Fatal(worldErr)
+	}
+	return worldDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if worldDir != "" {
+		os.RemoveAll(worldDir)
+	}
+	os.Exit(code)
+}
+
+// testModel is an untrained small model of the given kind over the
+// world's caption words: enough to hold the index to direct scoring.
+func testModel(t testing.TB, name string, seed uint64, captions []string) model.Model {
+	t.Helper()
+	cfg := model.Default()
+	cfg.ImageModel = model.ImageConfig{Name: "bottomup", FeatDim: 16, TransformerLayers: 1, Heads: 2, FF: 16, Hidden: 16, PosEncoding: "concat-and-process"}
+	cfg.TextModel = model.TextConfig{Name: "bert", WordDim: 16, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 16, MaxPositions: 64}
+	cfg.Model = model.JointConfig{Name: name, EmbedSize: 16, Layers: 1, Heads: 2, FF: 16}
+	tok, err := model.BuildTokenizer(cfg, captions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tok.(*text.WordPiece); !ok {
+		t.Fatalf("tokenizer %T", tok)
+	}
+	m, err := model.New(cfg, tok, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// collectionOf turns images lo..hi-1 of a split into a Collection.
+func collectionOf(s *data.Split, lo, hi int) Collection {
+	v := s.Slice(lo, hi)
+	c := Collection{Images: v.Images}
+	for i := 0; i < v.NumImages(); i++ {
+		row := ImageRow{ID: v.ID(i)}
+		n := v.Images.NumRegions(i)
+		for r := 0; r < n; r++ {
+			b := v.Images.Box5(i, r)
+			row.Boxes = append(row.Boxes, [4]float32{b[0], b[1], b[2], b[3]})
+		}
+		c.ImageRows = append(c.ImageRows, row)
+		for _, cp := range v.CaptionsOf(i) {
+			c.Captions = append(c.Captions, CaptionRow{Text: cp, ImageID: v.ID(i)})
+		}
+	}
+	return c
+}
+
+func loadTest(t testing.TB) *data.Split {
+	t.Helper()
+	s, err := data.LoadPrecomp(testWorld(t), "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// direct encodes the split without an index, in batches of batch items
+// (an encoder's output depends on its batch to the last bit, through the
+// shapes of its matrix products), and each caption alone, as a query is.
+func direct(t *testing.T, m model.Model, s *data.Split, batch int) (imgs, txts *model.Embeddings) {
+	t.Helper()
+	ctx := context.Background()
+	imgs, err := model.EncodeImages(ctx, m, s.Images, &model.EncodeOptions{BatchSize: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txts, err = model.EncodeTexts(ctx, m, s.Captions, &model.EncodeOptions{BatchSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return imgs, txts
+}
+
+// TestSearchMatchesDirectScoring builds an index in several segments and
+// holds its text-to-image and image-to-text rankings and scores equal to
+// scoring the encoded split directly (model.ScoreMatrix), for every
+// scoring.
+func TestSearchMatchesDirectScoring(t *testing.T) {
+	s := loadTest(t)
+	for _, name := range model.Names() {
+		t.Run(name, func(t *testing.T) {
+			m := testModel(t, name, 3, s.Captions)
+			dir := t.TempDir()
+			st, err := Build(context.Background(), dir, m, collectionOf(s, 0, s.NumImages()), &BuildOptions{SegmentItems: 37})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Images != 100 || st.Captions != 500 || st.Segments != 3+14 {
+				t.Fatalf("stats %+v", st)
+			}
+			ix, err := Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ix.Close()
+			imgs, txts := direct(t, m, s, 37)
+			ctx := context.Background()
+			for _, sc := range []model.Scoring{"", model.Global, model.MrSw, model.MwSr, model.Symm, model.MrAvgw} {
+				want := sc
+				if want == "" {
+					want = m.Scoring()
+				}
+				for _, c := range []int{0, 7, 123, 499} {
+					got, err := ix.SearchText(ctx, s.Captions[c], &SearchOptions{K: 10, Scoring: sc})
+					if err != nil {
+						t.Fatal(err)
+					}
+					col, err := model.ScoreMatrix(ctx, imgs, txts.Slice(c, c+1), want)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sameRanking(t, "text "+s.Captions[c]+" "+string(want), got, model.TopK(col, 10))
+					for _, r := range got {
+						if r.Image == nil || r.Image.ID != s.ID(r.Item) {
+							t.Fatalf("result %d: image %+v, want id %s", r.Rank, r.Image, s.ID(r.Item))
+						}
+					}
+				}
+				for _, i := range []int{0, 42, 99} {
+					got, err := ix.SearchImage(ctx, s.ID(i), &SearchOptions{K: 10, Scoring: sc})
+					if err != nil {
+						t.Fatal(err)
+					}
+					row, err := model.ScoreMatrix(ctx, imgs.Slice(i, i+1), txts, want)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sameRanking(t, "image "+s.ID(i)+" "+string(want), got, model.TopK(row, 10))
+					for _, r := range got {
+						if r.Caption == nil || r.Caption.Text != s.Captions[r.Item] || r.Caption.ImageID != s.ID(s.ImageOf(r.Item)) {
+							t.Fatalf("result %d: caption %+v, want %q of %s", r.Rank, r.Caption, s.Captions[r.Item], s.ID(s.ImageOf(r.Item)))
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// sameRanking checks that got ranks the items of want in the same order
+// with the same scores, to float32 rounding: the index scores with the
+// same functions on the same vectors, but in matrix products of other
+// shapes (per segment), whose sums may round differently in the last bit.
+// Two results may swap only when their scores tie to that rounding.
+func sameRanking(t *testing.T, what string, got []Result, want []model.Hit) {
+	t.Helper()
+	const tol = 1e-5
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d results, want %d", what, len(got), len(want))
+	}
+	score := map[int]float32{}
+	for _, h := range want {
+		score[h.Index] = h.Score
+	}
+	for k := range want {
+		g, w := got[k], want[k]
+		if g.Rank != k+1 {
+			t.Fatalf("%s: result %d has rank %d", what, k+1, g.Rank)
+		}
+		if math.Abs(float64(g.Score-w.Score)) > tol {
+			t.Fatalf("%s: result %d is item %d score %v, direct scoring gives item %d score %v", what, k+1, g.Item, g.Score, w.Index, w.Score)
+		}
+		if ds, ok := score[g.Item]; g.Item != w.Index && (!ok || math.Abs(float64(ds-g.Score)) > tol) {
+			t.Fatalf("%s: result %d is item %d score %v, direct scoring ranks item %d there (score %v)", what, k+1, g.Item, g.Score, w.Index, w.Score)
+		}
+	}
+}
+
+// TestExplain checks that every explained word is a word of the query and
+// its region a region of the image, with the box of that region.
+func TestExplain(t *testing.T) {
+	s := loadTest(t)
+	m := testModel(t, "teran", 4, s.Captions)
+	dir := t.TempDir()
+	if _, err := Build(context.Background(), dir, m, collectionOf(s, 0, 20), nil); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	q := s.Captions[3]
+	res, err := ix.SearchText(context.Background(), q, &SearchOptions{K: 3, Explain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if len(r.Explain) == 0 {
+			t.Fatalf("result %d has no explanation", r.Rank)
+		}
+		for _, a := range r.Explain {
+			if !strings.Contains(" "+q+" ", " "+a.Word+" ") || a.Region < 0 || a.Region >= len(r.Image.Boxes) || a.Box == nil || *a.Box != r.Image.Boxes[a.Region] {
+				t.Fatalf("alignment %+v for query %q and image with %d regions", a, q, len(r.Image.Boxes))
+			}
+			if a.Cosine < -1.0001 || a.Cosine > 1.0001 {
+				t.Fatalf("cosine %v", a.Cosine)
+			}
+		}
+	}
+}
+
+// TestAppend builds an index in two steps and checks that it searches as
+// the index built at once does; appending with another model, or images
+// already in the index, is refused.
+func TestAppend(t *testing.T) {
+	s := loadTest(t)
+	m := testModel(t, "teran", 5, s.Captions)
+	ctx := context.Background()
+	whole, parts := t.TempDir(), t.TempDir()
+	if _, err := Build(ctx, whole, m, collectionOf(s, 0, 60), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(ctx, parts, m, collectionOf(s, 0, 25), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(ctx, parts, m, collectionOf(s, 25, 60), &BuildOptions{Mode: Append}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(whole, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(parts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ni, nc := b.Len()
+	if ni != 60 || nc != 300 || b.Manifest().Generation != 2 {
+		t.Fatalf("appended index: %d images, %d captions, generation %d", ni, nc, b.Manifest().Generation)
+	}
+	for _, c := range []int{1, 140, 299} {
+		ra, err := a.SearchText(ctx, s.Captions[c], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := b.SearchText(ctx, s.Captions[c], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The images were encoded in other batches: scores agree to
+		// rounding.
+		for k := range ra {
+			if ra[k].Item != rb[k].Item || math.Abs(float64(ra[k].Score-rb[k].Score)) > 1e-5 || ra[k].Image.ID != rb[k].Image.ID {
+				t.Fatalf("caption %d result %d: built at once %+v, appended %+v", c, k, ra[k], rb[k])
+			}
+		}
+	}
+	other := testModel(t, "teran", 6, s.Captions)
+	if _, err := Build(ctx, parts, other, collectionOf(s, 60, 70), &BuildOptions{Mode: Append}); err == nil || !strings.Contains(err.Error(), "another model") {
+		t.Fatalf("appending with another model: %v", err)
+	}
+	if _, err := Build(ctx, parts, m, collectionOf(s, 50, 70), &BuildOptions{Mode: Append}); err == nil || !strings.Contains(err.Error(), "already in the index") {
+		t.Fatalf("appending images already indexed: %v", err)
+	}
+	if _, err := Build(ctx, parts, m, collectionOf(s, 60, 70), nil); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("creating over an index: %v", err)
+	}
+	// The refused builds left the index as it was.
+	reopen, err := Open(parts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reopen.Close()
+	if ni, nc := reopen.Len(); ni != 60 || nc != 300 {
+		t.Fatalf("after refused builds: %d images, %d captions", ni, nc)
+	}
+}
+
+// TestUnpublishedBuildIsInvisible leaves a build unfinished (as a kill
+// would: segments written, catalogue rows inserted, no manifest) and
+// checks that the index still opens as before, and that the next build
+// cleans up and succeeds.
+func TestUnpublishedBuildIsInvisible(t *testing.T) {
+	s := loadTest(t)
+	m := testModel(t, "teran", 7, s.Captions)
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := Build(ctx, dir, m, collectionOf(s, 0, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	man, err := readManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A killed append: segments and catalogue rows, but no new manifest.
+	w, err := NewWriter(dir, m, Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collectionOf(s, 10, 20)
+	e, err := model.EncodeImages(ctx, m, c.Images, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddImages(e, c.ImageRows); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := openCatalogue(filepath.Join(dir, man.Catalogue), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.insert(ctx, w.imgs, nil, 10, 50, append(files(man.Images), append(files(man.Captions), newFiles(w.imgs, nil)...)...)); err != nil {
+		t.Fatal(err)
+	}
+	cat.close()
+	// (no Commit: the process died here)
+	ix, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ni, nc := ix.Len(); ni != 10 || nc != 50 {
+		t.Fatalf("after a killed append: %d images, %d captions, want the 10 and 50 published", ni, nc)
+	}
+	ix.Close()
+	if _, err := Build(ctx, dir, m, collectionOf(s, 10, 20), &BuildOptions{Mode: Append}); err != nil {
+		t.Fatalf("append after a killed append: %v", err)
+	}
+	ix, err = Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if ni, nc := ix.Len(); ni != 20 || nc != 100 {
+		t.Fatalf("after the append: %d images, %d captions", ni, nc)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1+1+1+4 { // manifest, catalogue, model, 2 segments per build step
+		t.Fatalf("files left after clean-up: %v", names)
+	}
+}
+
+// TestCorruptIndex damages a built index in several ways; each gives a
+// clear error naming the file and what is wrong.
+func TestCorruptIndex(t *testing.T) {
+	s := loadTest(t)
+	m := testModel(t, "teran", 8, s.Captions)
+	src := t.TempDir()
+	if _, err := Build(context.Background(), src, m, collectionOf(s, 0, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	man, err := readManifest(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := man.Images[0].File
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		want   string
+	}{
+		{"flipped vector", func(t *testing.T, dir string) {
+			h := headerOf(t, filepath.Join(dir, seg))
+			flip(t, filepath.Join(dir, seg), h.Sections[secVectors].Offset+12)
+		}, `section "vectors": checksum mismatch`},
+		{"flipped header", func(t *testing.T, dir string) { flip(t, filepath.Join(dir, seg), segPrefix+5) }, "header checksum mismatch"},
+		{"truncated", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, seg)
+			st, _ := os.Stat(p)
+			if err := os.Truncate(p, st.Size()-100); err != nil {
+				t.Fatal(err)
+			}
+		}, "truncated or corrupt"},
+		{"not a segment", func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, seg), []byte(strings.Repeat("x", 200)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "not an xmr index segment"},
+		{"segment version", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, seg)
+			b, _ := os.ReadFile(p)
+			binary.LittleEndian.PutUint32(b[8:], 9)
+			os.WriteFile(p, b, 0o644)
+		}, "format version 9"},
+		{"manifest version", func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 7 }) }, "layout version 7"},
+		{"manifest count", func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Images[0].Items = 11 }) }, "the manifest says 11"},
+		{"missing segment", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, seg)) }, "no such file"},
+		{"path in manifest", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.Images[0].File = "../x.seg" })
+		}, "not a plain name"},
+		{"no manifest", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, manifestFile)) }, "not an xmr index"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyDir(t, src, dir)
+			c.damage(t, dir)
+			ix, err := Open(dir, nil)
+			if err == nil {
+				ix.Close()
+				t.Fatal("a damaged index opened")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func headerOf(t *testing.T, path string) segmentHeader {
+	t.Helper()
+	s, err := openSegment(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	return s.header
+}
+
+func flip(t *testing.T, path string, off int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[off] ^= 0x40
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func editManifest(t *testing.T, dir string, edit func(*Manifest)) {
+	t.Helper()
+	m, err := readManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	b, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(dir, manifestFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,307 @@
+package index
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"unsafe"
+
+	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/mmap"
+	"github.com/xmr-project/xmr/model"
+)
+
+// A segment file holds the embeddings of a batch of items of one modality
+// (docs/index-format.md):
+//
+//	[0, 8)    magic "XMRSEG\r\n"
+//	[8, 12)   format version, uint32 little-endian
+//	[12, 16)  length H of the JSON header, uint32
+//	[16, 20)  CRC-32C of the JSON header, uint32
+//	[20, 64)  zero
+//	[64, 64+H) the JSON header (segmentHeader)
+//	sections, each starting at a multiple of 64 bytes, as the header lists
+//
+// Every section has its own CRC-32C in the header, checked when the segment
+// is opened. Numbers are little-endian; the sections are laid out so that a
+// memory-mapped file is used in place.
+
+const (
+	segMagic      = "XMRSEG\r\n"
+	segVersion    = 1
+	segPrefix     = 64
+	sectionAlign  = 64
+	maxHeaderSize = 1 << 20
+)
+
+// crcTable is CRC-32C (Castagnoli), hardware-accelerated on amd64 and arm64.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Section names.
+const (
+	secOffsets = "offsets" // int64 x (items+1): vector offsets of each item
+	secPos     = "pos"     // int32 x vectors: region or word index of each vector
+	secGlobal  = "global"  // float32 x items x dim: global vectors
+	secVectors = "vectors" // float32 x vectors x dim
+)
+
+// section locates one array in a segment file.
+type section struct {
+	Offset int64  `json:"offset"`
+	Size   int64  `json:"size"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
+// segmentHeader is the JSON header of a segment file.
+type segmentHeader struct {
+	Modality string             `json:"modality"` // "images" or "captions"
+	Items    int                `json:"items"`
+	Vectors  int                `json:"vectors"`
+	Dim      int                `json:"dim"`
+	Model    string             `json:"model"` // fingerprint of the model that encoded it
+	Sections map[string]section `json:"sections"`
+}
+
+// writeSegment writes e as a segment file at path, atomically.
+func writeSegment(path, modality, fingerprint string, e *model.Embeddings) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	n, d := e.Len(), e.Dim
+	first, last := 0, 0
+	if n > 0 {
+		first, last = e.Offsets[0], e.Offsets[n]
+	}
+	offsets := make([]int64, n+1)
+	for i := range offsets {
+		offsets[i] = int64(e.Offsets[i] - first)
+	}
+	arrays := []struct {
+		name string
+		data []byte
+	}{
+		{secOffsets, bytesOf(offsets)},
+		{secPos, bytesOf(e.Pos[first:last])},
+		{secGlobal, bytesOf(e.Global[:n*d])},
+		{secVectors, bytesOf(e.Vecs[first*d : last*d])},
+	}
+	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint, Sections: map[string]section{}}
+	// The header's size depends on the offsets it lists: lay the sections
+	// out after a generous header bound, then pad the header to it.
+	hdrCap := int64(1024)
+	for {
+		off := alignUp(segPrefix+hdrCap, sectionAlign)
+		for _, a := range arrays {
+			h.Sections[a.name] = section{Offset: off, Size: int64(len(a.data)), CRC32C: crc32.Checksum(a.data, crcTable)}
+			off = alignUp(off+int64(len(a.data)), sectionAlign)
+		}
+		hb, err := json.Marshal(h)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		if int64(len(hb)) > hdrCap {
+			hdrCap *= 2
+			continue
+		}
+		return atomicfile.Write(path, func(w io.Writer) error {
+			bw := bufio.NewWriterSize(w, 1<<20)
+			var pre [segPrefix]byte
+			copy(pre[:], segMagic)
+			binary.LittleEndian.PutUint32(pre[8:], segVersion)
+			binary.LittleEndian.PutUint32(pre[12:], uint32(len(hb)))
+			binary.LittleEndian.PutUint32(pre[16:], crc32.Checksum(hb, crcTable))
+			pos := int64(0)
+			write := func(b []byte) error {
+				_, err := bw.Write(b)
+				pos += int64(len(b))
+				return err
+			}
+			pad := func(to int64) error { return write(make([]byte, to-pos)) }
+			if err := write(pre[:]); err != nil {
+				return err
+			}
+			if err := write(hb); err != nil {
+				return err
+			}
+			for _, a := range arrays {
+				if err := pad(h.Sections[a.name].Offset); err != nil {
+					return err
+				}
+				if err := write(a.data); err != nil {
+					return err
+				}
+			}
+			return bw.Flush()
+		})
+	}
+}
+
+// segment is an open, memory-mapped segment file.
+type segment struct {
+	path   string
+	header segmentHeader
+	data   []byte // the mapping (or the file read into memory)
+	mapped bool
+	emb    *model.Embeddings // views into data
+}
+
+// openSegment maps path and checks its structure and, unless skipCRC, the
+// checksums of its sections.
+func openSegment(path string, skipCRC bool) (*segment, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("open segment %s: %w", path, err)
+	}
+	size := st.Size()
+	if size < segPrefix {
+		return nil, fmt.Errorf("segment %s: %d bytes, shorter than the %d-byte prefix: truncated file", path, size, segPrefix)
+	}
+	s := &segment{path: path}
+	b, err := mmap.Map(f, size, mmap.ReadOnly)
+	switch {
+	case err == nil:
+		s.data, s.mapped = b, true
+	case errors.Is(err, mmap.ErrUnsupported):
+		if s.data, err = io.ReadAll(f); err != nil {
+			return nil, fmt.Errorf("read segment %s: %w", path, err)
+		}
+	default:
+		return nil, fmt.Errorf("map segment %s: %w", path, err)
+	}
+	if err := s.parse(skipCRC); err != nil {
+		s.close()
+		return nil, fmt.Errorf("segment %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// parse checks the prefix, header and sections and builds the views.
+func (s *segment) parse(skipCRC bool) error {
+	b := s.data
+	if string(b[:8]) != segMagic {
+		return fmt.Errorf("not an xmr index segment (magic %q, want %q)", b[:8], segMagic)
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != segVersion {
+		return fmt.Errorf("format version %d; this xmr reads version %d: rebuild the index with this xmr", v, segVersion)
+	}
+	hl := int64(binary.LittleEndian.Uint32(b[12:]))
+	if hl > maxHeaderSize || segPrefix+hl > int64(len(b)) {
+		return fmt.Errorf("header of %d bytes does not fit in the %d-byte file: truncated or corrupt", hl, len(b))
+	}
+	hb := b[segPrefix : segPrefix+hl]
+	if crc := crc32.Checksum(hb, crcTable); crc != binary.LittleEndian.Uint32(b[16:]) {
+		return fmt.Errorf("header checksum mismatch (CRC-32C %08x, stored %08x): corrupt file", crc, binary.LittleEndian.Uint32(b[16:]))
+	}
+	h := &s.header
+	if err := json.Unmarshal(hb, h); err != nil {
+		return fmt.Errorf("header: %w", err)
+	}
+	if h.Items < 0 || h.Vectors < 0 || h.Dim <= 0 || h.Dim > 1<<20 {
+		return fmt.Errorf("header: %d items, %d vectors, dimension %d", h.Items, h.Vectors, h.Dim)
+	}
+	want := map[string]int64{
+		secOffsets: 8 * int64(h.Items+1),
+		secPos:     4 * int64(h.Vectors),
+		secGlobal:  4 * int64(h.Items) * int64(h.Dim),
+		secVectors: 4 * int64(h.Vectors) * int64(h.Dim),
+	}
+	raw := map[string][]byte{}
+	for name, size := range want {
+		sec, ok := h.Sections[name]
+		if !ok {
+			return fmt.Errorf("section %q missing", name)
+		}
+		if sec.Size != size {
+			return fmt.Errorf("section %q: %d bytes, %d items of %d vectors at dimension %d need %d", name, sec.Size, h.Items, h.Vectors, h.Dim, size)
+		}
+		if sec.Offset%sectionAlign != 0 || sec.Offset < segPrefix+hl || sec.Offset > int64(len(b)) || sec.Size > int64(len(b))-sec.Offset {
+			return fmt.Errorf("section %q at [%d, %d) lies outside the %d-byte file: truncated or corrupt", name, sec.Offset, sec.Offset+sec.Size, len(b))
+		}
+		raw[name] = b[sec.Offset : sec.Offset+sec.Size]
+		if !skipCRC {
+			if crc := crc32.Checksum(raw[name], crcTable); crc != sec.CRC32C {
+				return fmt.Errorf("section %q: checksum mismatch (CRC-32C %08x, stored %08x): corrupt file", name, crc, sec.CRC32C)
+			}
+		}
+	}
+	offsets := sliceOf[int64](raw[secOffsets])
+	e := &model.Embeddings{
+		Dim:     h.Dim,
+		Offsets: make([]int, len(offsets)),
+		Pos:     sliceOf[int32](raw[secPos]),
+		Global:  sliceOf[float32](raw[secGlobal]),
+		Vecs:    sliceOf[float32](raw[secVectors]),
+	}
+	for i, o := range offsets {
+		if o < 0 || o > int64(h.Vectors) || (i > 0 && o < offsets[i-1]) || (i == 0 && o != 0) {
+			return fmt.Errorf("section %q: offset %d of item %d is out of order or range [0, %d]", secOffsets, o, i, h.Vectors)
+		}
+		e.Offsets[i] = int(o)
+	}
+	if e.Offsets[h.Items] != h.Vectors {
+		return fmt.Errorf("section %q: offsets end at %d, the segment has %d vectors", secOffsets, e.Offsets[h.Items], h.Vectors)
+	}
+	s.emb = e
+	return nil
+}
+
+// close releases the mapping.
+func (s *segment) close() error {
+	if s == nil || s.data == nil {
+		return nil
+	}
+	var err error
+	if s.mapped {
+		err = mmap.Unmap(s.data)
+	}
+	s.data, s.emb = nil, nil
+	return err
+}
+
+func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
+
+// bytesOf views a slice of fixed-size numbers as its little-endian bytes
+// (the machines xmr supports are little-endian; see hostLE).
+func bytesOf[T int64 | int32 | float32](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(v[0])))
+}
+
+// sliceOf views little-endian bytes (64-byte aligned in a mapping) as a
+// slice of numbers.
+func sliceOf[T int64 | int32 | float32](b []byte) []T {
+	var zero T
+	n := len(b) / int(unsafe.Sizeof(zero))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
+}
+
+// hostLE reports whether this machine is little-endian: the segment
+// layout is used in place only there.
+var hostLE = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// checkHost refuses big-endian machines, where the mapped arrays would
+// read wrong.
+func checkHost() error {
+	if !hostLE {
+		return errors.New("index: segment files are little-endian and used in place; this machine is big-endian")
+	}
+	return nil
+}

@@ -1,0 +1,328 @@
+package index
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/model"
+)
+
+// Mode says what a Writer does to an index directory.
+type Mode int
+
+const (
+	// Create makes a new index; an existing one is an error.
+	Create Mode = iota
+	// Append adds items to an existing index encoded by the same model
+	// (creating the index if there is none).
+	Append
+	// Overwrite replaces an existing index. The old index stays intact
+	// and searchable until Commit.
+	Overwrite
+)
+
+// Writer adds embeddings and their catalogue rows to an index directory.
+// AddImages and AddCaptions write segment files at once, under names no
+// manifest lists; Commit inserts the catalogue rows and publishes
+// everything by replacing the manifest atomically. Until then readers see
+// the previous index, and a killed build leaves it intact.
+type Writer struct {
+	dir   string
+	m     model.Model
+	fp    string
+	prev  *Manifest // nil when there is no index to keep
+	man   Manifest  // the manifest Commit publishes
+	imgs  []imageEntry
+	caps  []captionEntry
+	files []string // written by this Writer, removed by Abort
+	done  bool
+}
+
+// NewWriter starts writing to the index in dir with the vectors of model m.
+func NewWriter(dir string, m model.Model, mode Mode) (*Writer, error) {
+	if err := checkHost(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("index %s: %w", dir, err)
+	}
+	w := &Writer{dir: dir, m: m, fp: model.Fingerprint(m)}
+	prev, err := readManifest(dir)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotIndex) && mode != Overwrite {
+		return nil, fmt.Errorf("%w (overwrite replaces it)", err) // never overwrite an unreadable index silently
+	}
+	switch {
+	case exists && mode == Create:
+		return nil, fmt.Errorf("index %s already exists (%d images, %d captions): add to it with append, or replace it with overwrite", dir, count(prev.Images), count(prev.Captions))
+	case exists && mode == Append:
+		if prev.Model.Fingerprint != w.fp {
+			return nil, fmt.Errorf("index %s was encoded by another model (%s %s), this checkpoint is %s %s: append with the index's model, or overwrite", dir, prev.Model.Name, prev.Model.Fingerprint, m.Name(), w.fp)
+		}
+		w.prev = prev
+		w.man = *prev
+		w.man.Images = append([]SegmentRef(nil), prev.Images...)
+		w.man.Captions = append([]SegmentRef(nil), prev.Captions...)
+		gen, err := nextGeneration(dir)
+		if err != nil {
+			return nil, err
+		}
+		w.man.Generation = gen
+		return w, nil
+	case exists:
+		w.prev = prev
+	}
+	gen, err := nextGeneration(dir)
+	if err != nil {
+		return nil, err
+	}
+	w.man.Generation = gen
+	w.man.Format, w.man.Version = Format, Version
+	w.man.Catalogue = fmt.Sprintf("catalogue-%06d.db", gen)
+	w.man.Model = ModelInfo{Name: m.Name(), File: fmt.Sprintf("model-%06d.safetensors", gen), Fingerprint: w.fp,
+		Dim: m.Config().Model.EmbedSize, Scoring: m.Scoring()}
+	return w, nil
+}
+
+// nextGeneration returns a generation number above that of the manifest
+// and of every index file in dir, so that a new build never writes over a
+// file of the published index or of one being replaced.
+func nextGeneration(dir string) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("index %s: %w", dir, err)
+	}
+	gen := 0
+	if m, err := readManifest(dir); err == nil {
+		gen = m.Generation
+	}
+	for _, e := range ents {
+		name := strings.TrimPrefix(e.Name(), ".")
+		if !isIndexFile(e.Name()) {
+			continue
+		}
+		if i := strings.IndexByte(name, '-'); i >= 0 {
+			var g int
+			if _, err := fmt.Sscanf(name[i+1:], "%06d", &g); err == nil {
+				gen = max(gen, g)
+			}
+		}
+	}
+	return gen + 1, nil
+}
+
+func count(refs []SegmentRef) int {
+	n := 0
+	for _, r := range refs {
+		n += r.Items
+	}
+	return n
+}
+
+// segmentName returns a file name for the next segment of a modality.
+func (w *Writer) segmentName(modality string) string {
+	k := len(w.man.Images)
+	if modality == "captions" {
+		k = len(w.man.Captions)
+	}
+	return fmt.Sprintf("%s-%06d-%04d.seg", modality, w.man.Generation, k)
+}
+
+// AddImages writes the embeddings of images (one catalogue row each) as a
+// new segment.
+func (w *Writer) AddImages(e *model.Embeddings, rows []ImageRow) error {
+	if len(rows) != e.Len() {
+		return fmt.Errorf("index %s: %d image rows for %d embedded images", w.dir, len(rows), e.Len())
+	}
+	name, err := w.addSegment("images", e)
+	if err != nil {
+		return err
+	}
+	for i, r := range rows {
+		w.imgs = append(w.imgs, imageEntry{segment: name, row: i, ImageRow: r})
+	}
+	return nil
+}
+
+// AddCaptions writes the embeddings of captions (one catalogue row each)
+// as a new segment. A caption's image must be added by this Writer or be
+// in the index already.
+func (w *Writer) AddCaptions(e *model.Embeddings, rows []CaptionRow) error {
+	if len(rows) != e.Len() {
+		return fmt.Errorf("index %s: %d caption rows for %d embedded captions", w.dir, len(rows), e.Len())
+	}
+	name, err := w.addSegment("captions", e)
+	if err != nil {
+		return err
+	}
+	for i, r := range rows {
+		w.caps = append(w.caps, captionEntry{segment: name, row: i, CaptionRow: r})
+	}
+	return nil
+}
+
+func (w *Writer) addSegment(modality string, e *model.Embeddings) (string, error) {
+	if w.done {
+		return "", fmt.Errorf("index %s: writer already committed or aborted", w.dir)
+	}
+	if e.Len() > 0 && e.Dim != w.man.Model.Dim {
+		return "", fmt.Errorf("index %s: %d-d %s vectors, the index's model makes %d-d vectors", w.dir, e.Dim, modality, w.man.Model.Dim)
+	}
+	name := w.segmentName(modality)
+	path := filepath.Join(w.dir, name)
+	w.files = append(w.files, path)
+	if err := writeSegment(path, modality, w.fp, e); err != nil {
+		return "", err
+	}
+	ref := SegmentRef{File: name, Items: e.Len(), Vectors: 0}
+	if e.Len() > 0 {
+		ref.Vectors = e.Offsets[e.Len()] - e.Offsets[0]
+	}
+	if modality == "images" {
+		w.man.Images = append(w.man.Images, ref)
+	} else {
+		w.man.Captions = append(w.man.Captions, ref)
+	}
+	return name, nil
+}
+
+// Commit inserts the catalogue rows, writes the model (for a new index)
+// and publishes the new manifest; then it removes the files that no
+// manifest lists any more.
+func (w *Writer) Commit(ctx context.Context) error {
+	if w.done {
+		return fmt.Errorf("index %s: writer already committed or aborted", w.dir)
+	}
+	w.done = true
+	fail := func(err error) error {
+		w.removeWritten()
+		return err
+	}
+	firstImage, firstCaption := 0, 0
+	var keep []string
+	if w.prev != nil && w.prev.Catalogue == w.man.Catalogue {
+		firstImage, firstCaption = count(w.prev.Images), count(w.prev.Captions)
+		keep = append(files(w.prev.Images), files(w.prev.Captions)...)
+	}
+	catPath := filepath.Join(w.dir, w.man.Catalogue)
+	if w.prev == nil || w.prev.Catalogue != w.man.Catalogue {
+		// A fresh catalogue: remove what a killed build may have left.
+		for _, suffix := range []string{"", "-journal"} {
+			if err := os.Remove(catPath + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fail(fmt.Errorf("index %s: %w", w.dir, err))
+			}
+		}
+		w.files = append(w.files, catPath)
+	}
+	cat, err := openCatalogue(catPath, true)
+	if err != nil {
+		return fail(err)
+	}
+	err = cat.insert(ctx, w.imgs, w.caps, firstImage, firstCaption, append(keep, newFiles(w.imgs, w.caps)...))
+	if cerr := cat.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if w.prev == nil || w.prev.Model.File != w.man.Model.File {
+		path := filepath.Join(w.dir, w.man.Model.File)
+		w.files = append(w.files, path)
+		if err := model.Save(path, w.m, nil, map[string]string{"index_generation": fmt.Sprint(w.man.Generation)}); err != nil {
+			return fail(fmt.Errorf("index %s: %w", w.dir, err))
+		}
+	}
+	b, err := json.MarshalIndent(w.man, "", "  ")
+	if err != nil {
+		return fail(fmt.Errorf("index %s: %w", w.dir, err))
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(w.dir, manifestFile), b); err != nil {
+		return fail(fmt.Errorf("index %s: publish: %w", w.dir, err))
+	}
+	w.files = nil
+	w.collectGarbage()
+	return nil
+}
+
+func newFiles(imgs []imageEntry, caps []captionEntry) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range imgs {
+		if !seen[e.segment] {
+			seen[e.segment] = true
+			out = append(out, e.segment)
+		}
+	}
+	for _, e := range caps {
+		if !seen[e.segment] {
+			seen[e.segment] = true
+			out = append(out, e.segment)
+		}
+	}
+	return out
+}
+
+// Abort removes what the Writer wrote; the index stays as it was.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.removeWritten()
+}
+
+func (w *Writer) removeWritten() {
+	for _, f := range w.files {
+		os.Remove(f)
+	}
+	w.files = nil
+}
+
+// collectGarbage removes the index files that the published manifest does
+// not list (those of a replaced index, of killed builds, and their
+// temporary files). Failures are logged, never fatal: the index is
+// published.
+func (w *Writer) collectGarbage() {
+	keep := map[string]bool{manifestFile: true, w.man.Catalogue: true, w.man.Model.File: true}
+	for _, f := range append(files(w.man.Images), files(w.man.Captions)...) {
+		keep[f] = true
+	}
+	ents, err := os.ReadDir(w.dir)
+	if err != nil {
+		slog.Warn("index: listing for clean-up", "dir", w.dir, "err", err)
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if keep[name] || e.IsDir() || !isIndexFile(name) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(w.dir, name)); err != nil {
+			slog.Warn("index: clean-up", "file", name, "err", err)
+		}
+	}
+}
+
+// isIndexFile reports whether name is one this package writes (or a
+// temporary file of one): the only files clean-up may remove.
+func isIndexFile(name string) bool {
+	base := strings.TrimPrefix(name, ".")
+	if i := strings.Index(base, ".tmp-"); i >= 0 {
+		base = base[:i]
+	}
+	for _, p := range []string{"images-", "captions-"} {
+		if strings.HasPrefix(base, p) && strings.HasSuffix(base, ".seg") {
+			return true
+		}
+	}
+	return (strings.HasPrefix(base, "catalogue-") && (strings.HasSuffix(base, ".db") || strings.HasSuffix(base, ".db-journal"))) ||
+		(strings.HasPrefix(base, "model-") && strings.HasSuffix(base, ".safetensors")) ||
+		base == manifestFile
+}
