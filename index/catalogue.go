@@ -37,7 +37,6 @@ CREATE TABLE IF NOT EXISTS captions (
 	row      INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS captions_image ON captions(image_id);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `
 
 // catalogue wraps the SQLite database.
