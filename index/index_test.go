@@ -119,7 +119,8 @@ func direct(t *testing.T, m model.Model, s *data.Split, batch int) (imgs, txts *
 // TestSearchMatchesDirectScoring builds an index in several segments and
 // holds its text-to-image and image-to-text rankings and scores equal to
 // scoring the encoded split directly (model.ScoreMatrix), for every
-// scoring.
+// scoring: exhaustively in float32 (Exact), and by default (int8 codes,
+// the best 100 rescored in float32), which must find the same top 10 here.
 func TestSearchMatchesDirectScoring(t *testing.T) {
 	s := loadTest(t)
 	for _, name := range model.Names() {
@@ -140,13 +141,18 @@ func TestSearchMatchesDirectScoring(t *testing.T) {
 			defer ix.Close()
 			imgs, txts := direct(t, m, s, 37)
 			ctx := context.Background()
-			for _, sc := range []model.Scoring{"", model.Global, model.MrSw, model.MwSr, model.Symm, model.MrAvgw} {
+			for _, c := range []struct {
+				sc    model.Scoring
+				exact bool
+			}{{"", true}, {"", false}, {model.Global, false}, {model.MrSw, true}, {model.MwSr, true}, {model.Symm, true}, {model.MrAvgw, true},
+				{model.MwSr, false}, {model.Symm, false}, {model.MrAvgw, false}} {
+				sc, exact := c.sc, c.exact
 				want := sc
 				if want == "" {
 					want = m.Scoring()
 				}
 				for _, c := range []int{0, 7, 123, 499} {
-					got, err := ix.SearchText(ctx, s.Captions[c], &SearchOptions{K: 10, Scoring: sc})
+					got, err := ix.SearchText(ctx, s.Captions[c], &SearchOptions{K: 10, Scoring: sc, Exact: exact})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -162,7 +168,7 @@ func TestSearchMatchesDirectScoring(t *testing.T) {
 					}
 				}
 				for _, i := range []int{0, 42, 99} {
-					got, err := ix.SearchImage(ctx, s.ID(i), &SearchOptions{K: 10, Scoring: sc})
+					got, err := ix.SearchImage(ctx, s.ID(i), &SearchOptions{K: 10, Scoring: sc, Exact: exact})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -20,6 +20,50 @@ type SearchOptions struct {
 	// Explain adds, to each result, every query or caption word's best
 	// region and its cosine: the alignment behind the score.
 	Explain bool
+	// Exact scores every item with its float32 vectors. By default,
+	// alignment scorings run on the int8 codes, and the best Rerank
+	// candidates are scored again, exactly, in float32.
+	Exact bool
+	// Rerank is how many of the best int8 candidates are rescored in
+	// float32 (0: max(10 K, 100)); a negative value keeps the int8 scores.
+	Rerank int
+	// Candidates, when positive, prunes: only the items whose global
+	// vectors are closest to the query's (see prune.go) are scored with
+	// the fine-grained alignment. 0 prunes to AutoCandidates for indexes
+	// of more than AutoPruneItems items and scores every item otherwise; a
+	// negative value never prunes.
+	Candidates int
+}
+
+// Pruning defaults: an index of more than AutoPruneItems items (images for
+// a text query, captions for an image query) is searched through the
+// AutoCandidates items closest by global vector.
+const (
+	AutoPruneItems = 100_000
+	AutoCandidates = 3000
+)
+
+// candidates returns how many items to keep in the first stage of a
+// search over n items; 0 means no pruning.
+func (o *SearchOptions) candidates(n int) int {
+	c := 0
+	switch {
+	case o == nil || o.Candidates == 0:
+		if n > AutoPruneItems {
+			c = AutoCandidates
+		}
+	case o.Candidates > 0:
+		c = o.Candidates
+	default:
+		return 0
+	}
+	if c == 0 {
+		return 0
+	}
+	if c = max(c, o.k()); c >= n {
+		return 0
+	}
+	return c
 }
 
 func (o *SearchOptions) k() int {
@@ -27,6 +71,17 @@ func (o *SearchOptions) k() int {
 		return 10
 	}
 	return o.K
+}
+
+// rerank returns how many candidates to rescore exactly (0: none).
+func (o *SearchOptions) rerank() int {
+	switch {
+	case o == nil || o.Rerank == 0:
+		return max(10*o.k(), 100)
+	case o.Rerank < 0:
+		return 0
+	}
+	return max(o.Rerank, o.k())
 }
 
 // Result is one retrieved item.
@@ -74,13 +129,13 @@ func (ix *Index) SearchText(ctx context.Context, text string, o *SearchOptions) 
 	if s.Alignment() && q.Count(0) == 0 {
 		return nil, fmt.Errorf("search: %q has no word that takes part in the alignment (only stop words or symbols?)", text)
 	}
-	scores, err := ix.scoreImages(ctx, q, s)
+	hits, err := ix.rank(ctx, ix.images, q, s, true, o)
 	if err != nil {
 		return nil, err
 	}
 	words := strings.Fields(text)
 	var out []Result
-	for r, h := range model.TopK(scores, o.k()) {
+	for r, h := range hits {
 		res := Result{Rank: r + 1, Item: h.Index, Score: h.Score}
 		row, err := ix.cat.image(ctx, h.Index)
 		if err != nil {
@@ -112,12 +167,12 @@ func (ix *Index) SearchImage(ctx context.Context, imageID string, o *SearchOptio
 	if err != nil {
 		return nil, err
 	}
-	scores, err := ix.scoreCaptions(ctx, q, ix.scoring(o))
+	hits, err := ix.rank(ctx, ix.captions, q, ix.scoring(o), false, o)
 	if err != nil {
 		return nil, err
 	}
 	var out []Result
-	for r, h := range model.TopK(scores, o.k()) {
+	for r, h := range hits {
 		res := Result{Rank: r + 1, Item: h.Index, Score: h.Score}
 		cp, err := ix.cat.caption(ctx, h.Index)
 		if err != nil {
@@ -133,11 +188,86 @@ func (ix *Index) SearchImage(ctx context.Context, imageID string, o *SearchOptio
 	return out, nil
 }
 
-// scoreImages scores a text query (one item) against every image.
-func (ix *Index) scoreImages(ctx context.Context, q *model.Embeddings, s model.Scoring) ([]float32, error) {
+// rank scores the query q (one item: a caption when queryIsText, else an
+// image) against every item of segs and returns the best o.k(): exactly
+// in float32 (global scoring, or o.Exact), or on the int8 codes with the
+// best candidates rescored in float32.
+func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions) ([]model.Hit, error) {
+	k := o.k()
+	total := 0
+	for _, seg := range segs {
+		total += seg.header.Items
+	}
+	if c := o.candidates(total); c > 0 && !(o != nil && o.Exact) {
+		return rankPruned(ctx, segs, q, s, queryIsText, o, c)
+	}
+	if s == model.Global || (o != nil && o.Exact) {
+		scores, err := scoreExact(ctx, segs, q, s, queryIsText)
+		if err != nil {
+			return nil, err
+		}
+		return model.TopK(scores, k), nil
+	}
+	pq := packQuery(q.Item(0), q.Dim)
+	var scores []float32
+	for _, seg := range segs {
+		sc, err := scoreCodes(ctx, seg.codes, pq, s, queryIsText)
+		if err != nil {
+			return nil, fmt.Errorf("search %s: %w", seg.path, err)
+		}
+		scores = append(scores, sc...)
+	}
+	r := o.rerank()
+	if r == 0 {
+		return model.TopK(scores, k), nil
+	}
+	cand := model.TopK(scores, r)
+	return rescore(ctx, segs, cand, q, s, queryIsText, k)
+}
+
+// rankPruned ranks the c items closest to the query by global vector:
+// with the fine-grained alignment on their int8 codes, then, for the best
+// o.rerank(), exactly in float32 (a global scoring rescores them all
+// exactly).
+func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
+	cands := globalCandidates(segs, q.GlobalOf(0), q.Dim, c)
+	hits := make([]model.Hit, len(cands))
+	for i, cd := range cands {
+		hits[i] = model.Hit{Index: cd.item}
+	}
+	if s == model.Global {
+		return rescore(ctx, segs, hits, q, s, queryIsText, o.k())
+	}
+	scores, err := scoreCandidates(ctx, cands, packQuery(q.Item(0), q.Dim), s, queryIsText)
+	if err != nil {
+		return nil, err
+	}
+	r := o.rerank()
+	if r == 0 {
+		r = o.k()
+	}
+	top := model.TopK(scores, r)
+	best := make([]model.Hit, len(top))
+	for i, h := range top {
+		best[i] = model.Hit{Index: cands[h.Index].item, Score: h.Score}
+	}
+	if o.rerank() == 0 {
+		return best, nil
+	}
+	return rescore(ctx, segs, best, q, s, queryIsText, o.k())
+}
+
+// scoreExact scores q against every item of segs with model.ScoreMatrix.
+func scoreExact(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool) ([]float32, error) {
 	var out []float32
-	for _, seg := range ix.images {
-		sc, err := model.ScoreMatrix(ctx, seg.emb, q, s) // (items x 1)
+	for _, seg := range segs {
+		var sc []float32
+		var err error
+		if queryIsText {
+			sc, err = model.ScoreMatrix(ctx, seg.emb, q, s) // (items x 1)
+		} else {
+			sc, err = model.ScoreMatrix(ctx, q, seg.emb, s) // (1 x items)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("search %s: %w", seg.path, err)
 		}
@@ -146,17 +276,34 @@ func (ix *Index) scoreImages(ctx context.Context, q *model.Embeddings, s model.S
 	return out, nil
 }
 
-// scoreCaptions scores an image query (one item) against every caption.
-func (ix *Index) scoreCaptions(ctx context.Context, q *model.Embeddings, s model.Scoring) ([]float32, error) {
-	var out []float32
-	for _, seg := range ix.captions {
-		sc, err := model.ScoreMatrix(ctx, q, seg.emb, s) // (1 x items)
-		if err != nil {
-			return nil, fmt.Errorf("search %s: %w", seg.path, err)
+// rescore scores the candidates exactly, with their float32 vectors, and
+// returns the best k of them.
+func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Embeddings, s model.Scoring, queryIsText bool, k int) ([]model.Hit, error) {
+	g := &model.Embeddings{}
+	for _, h := range cand {
+		seg, row, ok := locate(segs, h.Index)
+		if !ok {
+			return nil, fmt.Errorf("search: candidate %d is beyond the index's segments", h.Index)
 		}
-		out = append(out, sc...)
+		if err := g.Append(seg.emb.Slice(row, row+1)); err != nil {
+			return nil, err
+		}
 	}
-	return out, nil
+	var sc []float32
+	var err error
+	if queryIsText {
+		sc, err = model.ScoreMatrix(ctx, g, q, s)
+	} else {
+		sc, err = model.ScoreMatrix(ctx, q, g, s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	top := model.TopK(sc, k)
+	for i := range top {
+		top[i].Index = cand[top[i].Index].Index
+	}
+	return top, nil
 }
 
 // explain names the words of matches and the boxes of their regions.

@@ -48,6 +48,11 @@ const (
 	secPos     = "pos"     // int32 x vectors: region or word index of each vector
 	secGlobal  = "global"  // float32 x items x dim: global vectors
 	secVectors = "vectors" // float32 x vectors x dim
+	secCodes   = "codes"   // int8 x vectors x codeDim(dim): the vectors quantized
+	secScales  = "scales"  // float32 x vectors: vector k ~ scales[k] * codes[k]
+	secSketch  = "sketch"  // uint64 x items x sketchWords(dim): sign bits of the global vectors
+	secGCodes  = "gcodes"  // int8 x items x codeDim(dim): the global vectors quantized
+	secGScales = "gscales" // float32 x items
 )
 
 // section locates one array in a segment file.
@@ -81,6 +86,9 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings) error
 	for i := range offsets {
 		offsets[i] = int64(e.Offsets[i] - first)
 	}
+	codes, scales := quantize(e.Vecs[first*d:last*d], d)
+	gcodes, gscales := quantize(e.Global[:n*d], d)
+	sketch := sketches(e.Global[:n*d], d)
 	arrays := []struct {
 		name string
 		data []byte
@@ -89,6 +97,11 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings) error
 		{secPos, bytesOf(e.Pos[first:last])},
 		{secGlobal, bytesOf(e.Global[:n*d])},
 		{secVectors, bytesOf(e.Vecs[first*d : last*d])},
+		{secCodes, bytesOf(codes)},
+		{secScales, bytesOf(scales)},
+		{secSketch, bytesOf(sketch)},
+		{secGCodes, bytesOf(gcodes)},
+		{secGScales, bytesOf(gscales)},
 	}
 	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint, Sections: map[string]section{}}
 	// The header's size depends on the offsets it lists: lay the sections
@@ -148,6 +161,8 @@ type segment struct {
 	data   []byte // the mapping (or the file read into memory)
 	mapped bool
 	emb    *model.Embeddings // views into data
+	codes  *codeView         // the quantized vectors, views into data
+	global *globalView       // sketches and codes of the global vectors
 }
 
 // openSegment maps path and checks its structure and, unless skipCRC, the
@@ -214,6 +229,11 @@ func (s *segment) parse(skipCRC bool) error {
 		secPos:     4 * int64(h.Vectors),
 		secGlobal:  4 * int64(h.Items) * int64(h.Dim),
 		secVectors: 4 * int64(h.Vectors) * int64(h.Dim),
+		secCodes:   int64(h.Vectors) * int64(codeDim(h.Dim)),
+		secScales:  4 * int64(h.Vectors),
+		secSketch:  8 * int64(h.Items) * int64(sketchWords(h.Dim)),
+		secGCodes:  int64(h.Items) * int64(codeDim(h.Dim)),
+		secGScales: 4 * int64(h.Items),
 	}
 	raw := map[string][]byte{}
 	for name, size := range want {
@@ -252,6 +272,9 @@ func (s *segment) parse(skipCRC bool) error {
 		return fmt.Errorf("section %q: offsets end at %d, the segment has %d vectors", secOffsets, e.Offsets[h.Items], h.Vectors)
 	}
 	s.emb = e
+	s.codes = &codeView{cd: codeDim(h.Dim), codes: sliceOf[int8](raw[secCodes]), scales: sliceOf[float32](raw[secScales]), offsets: e.Offsets}
+	s.global = &globalView{sketch: sliceOf[uint64](raw[secSketch]), words: sketchWords(h.Dim), cd: codeDim(h.Dim),
+		codes: sliceOf[int8](raw[secGCodes]), scales: sliceOf[float32](raw[secGScales])}
 	return nil
 }
 
@@ -264,7 +287,7 @@ func (s *segment) close() error {
 	if s.mapped {
 		err = mmap.Unmap(s.data)
 	}
-	s.data, s.emb = nil, nil
+	s.data, s.emb, s.codes, s.global = nil, nil, nil, nil
 	return err
 }
 
@@ -272,7 +295,7 @@ func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
 // bytesOf views a slice of fixed-size numbers as its little-endian bytes
 // (the machines xmr supports are little-endian; see hostLE).
-func bytesOf[T int64 | int32 | float32](v []T) []byte {
+func bytesOf[T uint64 | int64 | int32 | int8 | float32](v []T) []byte {
 	if len(v) == 0 {
 		return nil
 	}
@@ -281,7 +304,7 @@ func bytesOf[T int64 | int32 | float32](v []T) []byte {
 
 // sliceOf views little-endian bytes (64-byte aligned in a mapping) as a
 // slice of numbers.
-func sliceOf[T int64 | int32 | float32](b []byte) []T {
+func sliceOf[T uint64 | int64 | int32 | int8 | float32](b []byte) []T {
 	var zero T
 	n := len(b) / int(unsafe.Sizeof(zero))
 	if n == 0 {

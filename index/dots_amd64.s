@@ -1,0 +1,81 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// MADD12 multiplies the 16 int16 of Y0 with the 16 int16 at off(R10) and
+// adds the 8 pairwise int32 sums to accumulator acc.
+#define MADD(off, acc) \
+	VPMADDWD off(R10), Y0, Y1 \
+	VPADDD   Y1, acc, acc
+
+// HSUM4 reduces accumulators a, b, c, d (8 int32 each) to their 4 sums and
+// stores them as 4 int32 at dst.
+#define HSUM4(a, b, c, d, dst) \
+	VPHADDD      b, a, Y2 \
+	VPHADDD      d, c, Y3 \
+	VPHADDD      Y3, Y2, Y2 \
+	VEXTRACTI128 $1, Y2, X3 \
+	VPADDD       X3, X2, X2 \
+	VMOVDQU      X2, dst
+
+// func dots12AVX2(v *int8, nv int, q *int16, d int, out *int32)
+//
+// For each of nv int8 vectors of length d at v (row after row) and each of
+// 12 query vectors, out[r*12+w] = sum_k v[r*d+k] * query_w[k], with the
+// queries as int16 in chunk-major order: q holds, for every chunk of 16
+// elements, the 16 values of query 0, then of query 1, ... of query 11
+// (384 bytes a chunk). d is a positive multiple of 16.
+TEXT ·dots12AVX2(SB), NOSPLIT, $0-40
+	MOVQ v+0(FP), SI
+	MOVQ nv+8(FP), CX
+	MOVQ q+16(FP), DI
+	MOVQ d+24(FP), DX
+	MOVQ out+32(FP), R8
+
+region:
+	TESTQ CX, CX
+	JZ    done
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	VPXOR Y12, Y12, Y12
+	VPXOR Y13, Y13, Y13
+	VPXOR Y14, Y14, Y14
+	VPXOR Y15, Y15, Y15
+	MOVQ  DI, R10
+	MOVQ  DX, BX
+
+chunk:
+	VPMOVSXBW (SI), Y0
+	MADD(0, Y4)
+	MADD(32, Y5)
+	MADD(64, Y6)
+	MADD(96, Y7)
+	MADD(128, Y8)
+	MADD(160, Y9)
+	MADD(192, Y10)
+	MADD(224, Y11)
+	MADD(256, Y12)
+	MADD(288, Y13)
+	MADD(320, Y14)
+	MADD(352, Y15)
+	ADDQ $16, SI
+	ADDQ $384, R10
+	SUBQ $16, BX
+	JNZ  chunk
+
+	HSUM4(Y4, Y5, Y6, Y7, 0(R8))
+	HSUM4(Y8, Y9, Y10, Y11, 16(R8))
+	HSUM4(Y12, Y13, Y14, Y15, 32(R8))
+	ADDQ $48, R8
+	DECQ CX
+	JMP  region
+
+done:
+	VZEROUPPER
+	RET
