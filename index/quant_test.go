@@ -195,3 +195,32 @@ func BenchmarkScoreCodes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScoreCodesImageQuery scores one 36-region image against 25,000
+// int8 captions of 12 words at d = 1024.
+func BenchmarkScoreCodesImageQuery(b *testing.B) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	const nCap, l2, d = 25000, 12, 1024
+	cv := &codeView{cd: d, codes: make([]int8, nCap*l2*d), scales: make([]float32, nCap*l2), offsets: make([]int, nCap+1)}
+	for i := range cv.codes {
+		cv.codes[i] = int8(rng.IntN(255) - 127)
+	}
+	for i := range cv.scales {
+		cv.scales[i] = 0.01
+	}
+	for i := range cv.offsets {
+		cv.offsets[i] = i * l2
+	}
+	q := randomEmbeddings(rng, 1, 36, d)
+	for q.Count(0) != 36 {
+		q = randomEmbeddings(rng, 1, 36, d)
+	}
+	pq := packQuery(q.Vecs, d)
+	b.SetBytes(int64(len(cv.codes)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := scoreCodes(context.Background(), cv, pq, model.MrSw, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -125,30 +125,10 @@ func (ix *Index) SearchText(ctx context.Context, text string, o *SearchOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("search: encode %q: %w", text, err)
 	}
-	s := ix.scoring(o)
-	if s.Alignment() && q.Count(0) == 0 {
+	if ix.scoring(o).Alignment() && q.Count(0) == 0 {
 		return nil, fmt.Errorf("search: %q has no word that takes part in the alignment (only stop words or symbols?)", text)
 	}
-	hits, err := ix.rank(ctx, ix.images, q, s, true, o)
-	if err != nil {
-		return nil, err
-	}
-	words := strings.Fields(text)
-	var out []Result
-	for r, h := range hits {
-		res := Result{Rank: r + 1, Item: h.Index, Score: h.Score}
-		row, err := ix.cat.image(ctx, h.Index)
-		if err != nil {
-			return nil, err
-		}
-		res.Image = &row
-		if o != nil && o.Explain {
-			seg, i, _ := locate(ix.images, h.Index)
-			res.Explain = explain(model.MatchWords(seg.emb, i, q, 0), words, row.Boxes)
-		}
-		out = append(out, res)
-	}
-	return out, nil
+	return ix.search(ctx, q, true, strings.Fields(text), nil, o)
 }
 
 // SearchImage returns the captions that describe the indexed image with
@@ -162,26 +142,58 @@ func (ix *Index) SearchImage(ctx context.Context, imageID string, o *SearchOptio
 	if !ok {
 		return nil, fmt.Errorf("search: image %q: item %d is beyond the index's segments", imageID, item)
 	}
-	q := seg.emb.Slice(i, i+1)
 	row, err := ix.cat.image(ctx, item)
 	if err != nil {
 		return nil, err
 	}
-	hits, err := ix.rank(ctx, ix.captions, q, ix.scoring(o), false, o)
+	return ix.search(ctx, seg.emb.Slice(i, i+1), false, nil, row.Boxes, o)
+}
+
+// Search returns the items that an encoded query matches best: images for
+// a caption (queryIsText, q from model.EncodeTexts with the index's model),
+// captions for an image (q from model.EncodeImages). Explanations have no
+// words for a text query given this way.
+func (ix *Index) Search(ctx context.Context, q *model.Embeddings, queryIsText bool, o *SearchOptions) ([]Result, error) {
+	if q.Len() != 1 || q.Dim != ix.man.Model.Dim {
+		return nil, fmt.Errorf("search: the query must be one item of %d-d vectors, is %d items of %d", ix.man.Model.Dim, q.Len(), q.Dim)
+	}
+	return ix.search(ctx, q, queryIsText, nil, nil, o)
+}
+
+// search ranks the items of the other modality against q and fills in
+// the results: catalogue rows, and explanations naming the query's words
+// (text query) or with the query image's boxes (image query).
+func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bool, words []string, queryBoxes [][4]float32, o *SearchOptions) ([]Result, error) {
+	segs := ix.captions
+	if queryIsText {
+		segs = ix.images
+	}
+	hits, err := ix.rank(ctx, segs, q, ix.scoring(o), queryIsText, o)
 	if err != nil {
 		return nil, err
 	}
-	var out []Result
+	out := make([]Result, 0, len(hits))
 	for r, h := range hits {
 		res := Result{Rank: r + 1, Item: h.Index, Score: h.Score}
-		cp, err := ix.cat.caption(ctx, h.Index)
-		if err != nil {
-			return nil, err
-		}
-		res.Caption = &cp
-		if o != nil && o.Explain {
-			cseg, c, _ := locate(ix.captions, h.Index)
-			res.Explain = explain(model.MatchWords(q, 0, cseg.emb, c), strings.Fields(cp.Text), row.Boxes)
+		seg, i, _ := locate(segs, h.Index)
+		if queryIsText {
+			row, err := ix.cat.image(ctx, h.Index)
+			if err != nil {
+				return nil, err
+			}
+			res.Image = &row
+			if o != nil && o.Explain {
+				res.Explain = explain(model.MatchWords(seg.emb, i, q, 0), words, row.Boxes)
+			}
+		} else {
+			cp, err := ix.cat.caption(ctx, h.Index)
+			if err != nil {
+				return nil, err
+			}
+			res.Caption = &cp
+			if o != nil && o.Explain {
+				res.Explain = explain(model.MatchWords(q, 0, seg.emb, i), strings.Fields(cp.Text), queryBoxes)
+			}
 		}
 		out = append(out, res)
 	}

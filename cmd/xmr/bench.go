@@ -10,6 +10,7 @@ import (
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/bench/gemm"
 	"github.com/xmr-project/xmr/bench/rouge"
+	benchsearch "github.com/xmr-project/xmr/bench/search"
 	"github.com/xmr-project/xmr/bench/spice"
 	"github.com/xmr-project/xmr/bench/synth"
 	"github.com/xmr-project/xmr/bench/trainstep"
@@ -22,6 +23,7 @@ import (
 var benchmarks = []bench.Benchmark{
 	gemm.Benchmark,
 	rouge.Benchmark,
+	benchsearch.Benchmark,
 	spice.Benchmark,
 	synth.Benchmark,
 	trainstep.Benchmark,

@@ -1,0 +1,674 @@
+// Package search is `xmr bench search`: the speed of the index's scoring
+// (exhaustive float32, int8 with and without float32 re-ranking, in both
+// directions) against the memory bandwidth and against the same scoring in
+// PyTorch, measured in one run; and on request the int8 path's recall cost
+// on a trained model's index and the pruned search of a million-image
+// index.
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xmr-project/xmr/bench"
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/text"
+)
+
+// Benchmark is `xmr bench search [key=value ...]`.
+var Benchmark = bench.Benchmark{
+	Name: "search",
+	Summary: "index scoring: exhaustive float32 and int8 (+ re-ranking) both ways vs memory bandwidth and PyTorch " +
+		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT: int8 recall | scale=1000000: pruned search]",
+	Run: run,
+}
+
+// params are the benchmark's arguments.
+type params struct {
+	images, captions, regions, words, dim, reps int
+	world, checkpoint                            string
+	scale, scaleDim, queries                     int
+	dir                                          string
+}
+
+func parse(opts bench.Options) (params, error) {
+	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20}
+	if opts.Quick {
+		p.images, p.captions, p.dim, p.reps = 200, 1000, 64, 2
+	}
+	ints := map[string]*int{"images": &p.images, "captions": &p.captions, "regions": &p.regions, "words": &p.words,
+		"dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries}
+	strs := map[string]*string{"world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir}
+	for _, a := range opts.Args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return p, fmt.Errorf("search: argument %q: want key=value", a)
+		}
+		if ip, ok := ints[k]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return p, fmt.Errorf("search: %s=%q: want a whole number", k, v)
+			}
+			*ip = n
+			continue
+		}
+		if sp, ok := strs[k]; ok {
+			*sp = v
+			continue
+		}
+		return p, fmt.Errorf("search: unknown argument %q (images, captions, regions, words, dim, reps, world, checkpoint, scale, scale-dim, queries, dir)", k)
+	}
+	if (p.world == "") != (p.checkpoint == "") {
+		return p, fmt.Errorf("search: world= and checkpoint= go together")
+	}
+	if p.dim%16 != 0 || p.scaleDim%16 != 0 || p.regions <= 0 || p.words <= 0 || p.reps <= 0 {
+		return p, fmt.Errorf("search: dim and scale-dim must be multiples of 16, regions, words and reps positive")
+	}
+	return p, nil
+}
+
+func run(ctx context.Context, opts bench.Options) error {
+	p, err := parse(opts)
+	if err != nil {
+		return err
+	}
+	tmp := p.dir
+	if tmp == "" {
+		if tmp, err = os.MkdirTemp("", "xmr-bench-search-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+	}
+	bw := bandwidth(opts.Quick)
+	opts.Emit(bench.Result{Name: "search/memory", Metric: "read bandwidth", Value: bw, Unit: "GB/s",
+		Note: fmt.Sprintf("sum of a 1 GiB buffer on %d goroutines", runtime.GOMAXPROCS(0))})
+	if err := exhaustive(ctx, opts, p, tmp, bw); err != nil {
+		return err
+	}
+	if p.world != "" {
+		if err := recallCost(ctx, opts, p, tmp); err != nil {
+			return err
+		}
+	}
+	if p.scale > 0 {
+		if err := scaleRun(ctx, opts, p, tmp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bandwidth measures the memory read bandwidth: the best of a few passes
+// summing a 1 GiB buffer on every core.
+func bandwidth(quick bool) float64 {
+	n := 1 << 27 // 1 GiB of uint64
+	if quick {
+		n = 1 << 22
+	}
+	buf := make([]uint64, n)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	best := 0.0
+	var sink uint64
+	for range 5 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		sums := make([]uint64, workers)
+		per := n / workers
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var a, b, c, d uint64
+				part := buf[w*per : (w+1)*per]
+				for i := 0; i+4 <= len(part); i += 4 {
+					a += part[i]
+					b += part[i+1]
+					c += part[i+2]
+					d += part[i+3]
+				}
+				sums[w] = a + b + c + d
+			}()
+		}
+		wg.Wait()
+		for _, s := range sums {
+			sink += s
+		}
+		best = max(best, float64(8*n)/time.Since(start).Seconds()/1e9)
+	}
+	runtime.KeepAlive(sink)
+	return best
+}
+
+// unitVectors returns n random unit vectors of d.
+func unitVectors(rng *rand.Rand, n, d int) []float32 {
+	v := make([]float32, n*d)
+	for i := 0; i < n; i++ {
+		row := v[i*d : (i+1)*d]
+		var s float64
+		for k := range row {
+			row[k] = float32(rng.NormFloat64())
+			s += float64(row[k]) * float64(row[k])
+		}
+		inv := float32(1 / math.Sqrt(s))
+		for k := range row {
+			row[k] *= inv
+		}
+	}
+	return v
+}
+
+// fixed returns embeddings of n items of k vectors each.
+func fixed(vecs []float32, n, k, d int) *model.Embeddings {
+	e := &model.Embeddings{Dim: d, Offsets: make([]int, n+1), Vecs: vecs, Pos: make([]int32, n*k), Global: make([]float32, n*d)}
+	for i := 0; i <= n; i++ {
+		e.Offsets[i] = i * k
+	}
+	for i := 0; i < n; i++ {
+		g := e.Global[i*d : (i+1)*d]
+		for j := 0; j < k; j++ {
+			e.Pos[i*k+j] = int32(j)
+			for x, v := range vecs[(i*k+j)*d : (i*k+j+1)*d] {
+				g[x] += v
+			}
+		}
+		normalize(g)
+	}
+	return e
+}
+
+func normalize(v []float32) {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	if s == 0 {
+		return
+	}
+	inv := float32(1 / math.Sqrt(s))
+	for i := range v {
+		v[i] *= inv
+	}
+}
+
+// stubModel is a small TERAN whose vectors are d wide: an index needs the
+// model that made its vectors; these benchmarks make vectors directly.
+func stubModel(d int) (model.Model, error) {
+	cfg := model.Default()
+	cfg.ImageModel = model.ImageConfig{Name: "bottomup", FeatDim: 16, TransformerLayers: 1, Heads: 1, FF: 16, Hidden: 16, PosEncoding: "concat-and-process"}
+	cfg.TextModel = model.TextConfig{Name: "bert", WordDim: 16, ExtractionHiddenLayer: 1, FineTune: true, Heads: 1, FF: 16, MaxPositions: 64}
+	cfg.Model = model.JointConfig{Name: "teran", EmbedSize: d, Layers: 1, Heads: 1, FF: 16}
+	tok, err := text.NewWordPiece(text.NewVocab([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"}))
+	if err != nil {
+		return nil, err
+	}
+	return model.New(cfg, tok, 1)
+}
+
+// buildIndex writes images and captions (random ids) into a new index.
+func buildIndex(dir string, m model.Model, imgs, caps *model.Embeddings) (*index.Index, error) {
+	w, err := index.NewWriter(dir, m, index.Overwrite)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Abort()
+	const seg = 65536
+	var imgRows []index.ImageRow
+	for lo := 0; lo < imgs.Len(); lo += seg {
+		hi := min(lo+seg, imgs.Len())
+		rows := make([]index.ImageRow, hi-lo)
+		for i := range rows {
+			rows[i] = index.ImageRow{ID: fmt.Sprintf("img%07d", lo+i)}
+		}
+		imgRows = append(imgRows, rows...)
+		if err := w.AddImages(imgs.Slice(lo, hi), rows); err != nil {
+			return nil, err
+		}
+	}
+	if caps != nil {
+		for lo := 0; lo < caps.Len(); lo += seg {
+			hi := min(lo+seg, caps.Len())
+			rows := make([]index.CaptionRow, hi-lo)
+			for i := range rows {
+				rows[i] = index.CaptionRow{Text: "a", ImageID: imgRows[(lo+i)%len(imgRows)].ID}
+			}
+			if err := w.AddCaptions(caps.Slice(lo, hi), rows); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := w.Commit(context.Background()); err != nil {
+		return nil, err
+	}
+	return index.Open(dir, &index.OpenOptions{SkipChecksums: true})
+}
+
+// timeSearch returns the median time of reps searches of q.
+func timeSearch(ctx context.Context, ix *index.Index, q *model.Embeddings, text bool, o *index.SearchOptions, reps int) (float64, error) {
+	if _, err := ix.Search(ctx, q, text, o); err != nil { // warm-up: pages in
+		return 0, err
+	}
+	ts := make([]float64, reps)
+	for i := range ts {
+		start := time.Now()
+		if _, err := ix.Search(ctx, q, text, o); err != nil {
+			return 0, err
+		}
+		ts[i] = float64(time.Since(start).Microseconds()) / 1000
+	}
+	slices.Sort(ts)
+	return ts[len(ts)/2], nil
+}
+
+// peerResult is what tools/peer_search.py prints.
+type peerResult struct {
+	Version string  `json:"version"`
+	T2IMS   float64 `json:"t2i_ms"`
+	I2TMS   float64 `json:"i2t_ms"`
+}
+
+// exhaustive times every scoring path on random vectors of the paper's
+// sizes, and the PyTorch peer on the same shapes.
+func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, bw float64) error {
+	rng := rand.New(rand.NewPCG(1, 2))
+	d := p.dim
+	imgs := fixed(unitVectors(rng, p.images*p.regions, d), p.images, p.regions, d)
+	caps := fixed(unitVectors(rng, p.captions*p.words, d), p.captions, p.words, d)
+	m, err := stubModel(d)
+	if err != nil {
+		return err
+	}
+	ix, err := buildIndex(filepath.Join(tmp, "exhaustive"), m, imgs, caps)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	textQ := fixed(unitVectors(rng, p.words, d), 1, p.words, d)
+	imageQ := imgs.Slice(0, 1)
+
+	var peer *peerResult
+	peerNote := ""
+	if opts.NoPeer {
+		peerNote = "peer skipped (--no-peer)"
+	} else {
+		out, err := bench.RunPeer(ctx, opts, "peer_search.py", []string{"torch"},
+			"--images", fmt.Sprint(p.images), "--captions", fmt.Sprint(p.captions), "--regions", fmt.Sprint(p.regions),
+			"--words", fmt.Sprint(p.words), "--dim", fmt.Sprint(d), "--threads", fmt.Sprint(runtime.GOMAXPROCS(0)), "--reps", fmt.Sprint(p.reps))
+		if err != nil {
+			peerNote = "PyTorch peer skipped: " + err.Error()
+		} else {
+			var pr peerResult
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &pr); err != nil {
+				return fmt.Errorf("search: peer printed %q: %w", out, err)
+			}
+			peer = &pr
+		}
+	}
+	f32Img, f32Cap := float64(p.images*p.regions*d*4), float64(p.captions*p.words*d*4)
+	i8Img, i8Cap := float64(p.images*p.regions*(d+4)), float64(p.captions*p.words*(d+4))
+	shape := fmt.Sprintf("%d-word query vs %d images x %d regions, d=%d", p.words, p.images, p.regions, d)
+	shapeI := fmt.Sprintf("%d-region image vs %d captions x %d words, d=%d", p.regions, p.captions, p.words, d)
+	cases := []struct {
+		name     string
+		text     bool
+		o        *index.SearchOptions
+		bytes    float64
+		shape    string
+		peerMS   func(*peerResult) float64
+		withRate bool
+	}{
+		{"search/t2i float32", true, &index.SearchOptions{Exact: true, Candidates: -1}, f32Img, shape, func(r *peerResult) float64 { return r.T2IMS }, true},
+		{"search/i2t float32", false, &index.SearchOptions{Exact: true, Candidates: -1}, f32Cap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, true},
+		{"search/t2i int8", true, &index.SearchOptions{Rerank: -1, Candidates: -1}, i8Img, shape, func(r *peerResult) float64 { return r.T2IMS }, true},
+		{"search/i2t int8", false, &index.SearchOptions{Rerank: -1, Candidates: -1}, i8Cap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, true},
+		{"search/t2i int8+rerank100", true, &index.SearchOptions{Candidates: -1}, i8Img, shape, func(r *peerResult) float64 { return r.T2IMS }, false},
+		{"search/i2t int8+rerank100", false, &index.SearchOptions{Candidates: -1}, i8Cap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, false},
+	}
+	for _, c := range cases {
+		q := imageQ
+		if c.text {
+			q = textQ
+		}
+		ms, err := timeSearch(ctx, ix, q, c.text, c.o, p.reps)
+		if err != nil {
+			return err
+		}
+		r := bench.Result{Name: c.name, Metric: "latency", Value: ms, Unit: "ms/query", Note: c.shape + ", top 10, median of " + fmt.Sprint(p.reps)}
+		if peer != nil {
+			r = r.WithPeer("pytorch-"+peer.Version+" float32", c.peerMS(peer), false)
+		} else {
+			r.Note += "; " + peerNote
+		}
+		opts.Emit(r)
+		if c.withRate {
+			gbs := c.bytes / (ms / 1000) / 1e9
+			opts.Emit(bench.Result{Name: c.name, Metric: "effective read rate", Value: gbs, Unit: "GB/s",
+				Note: fmt.Sprintf("%.0f MB of vectors per query; %.0f%% of the measured %.1f GB/s", c.bytes/1e6, 100*gbs/bw, bw)})
+		}
+	}
+	opts.Emit(bench.Result{Name: "search/int8", Metric: "bytes per image", Value: float64(p.regions * (d + 4)), Unit: "B",
+		Note: fmt.Sprintf("%d regions x (%d codes + a float32 scale); float32: %d B (%.3f of it)", p.regions, d, p.regions*d*4, float64(d+4)/float64(4*d))})
+	// The paper's GPU figures: 1K images per text query, 5K captions per
+	// image query.
+	small := min(1000, p.images)
+	smallCap := min(5000, p.captions)
+	ix2, err := buildIndex(filepath.Join(tmp, "paper"), m, imgs.Slice(0, small), caps.Slice(0, smallCap))
+	if err != nil {
+		return err
+	}
+	defer ix2.Close()
+	for _, c := range []struct {
+		name  string
+		text  bool
+		q     *model.Embeddings
+		paper float64
+	}{{fmt.Sprintf("search/t2i %d images", small), true, textQ, 20}, {fmt.Sprintf("search/i2t %d captions", smallCap), false, imageQ, 120}} {
+		for _, o := range []struct {
+			label string
+			o     *index.SearchOptions
+		}{{"float32", &index.SearchOptions{Exact: true}}, {"int8+rerank100", &index.SearchOptions{}}} {
+			ms, err := timeSearch(ctx, ix2, c.q, c.text, o.o, p.reps)
+			if err != nil {
+				return err
+			}
+			opts.Emit(bench.Result{Name: c.name + " " + o.label, Metric: "latency", Value: ms, Unit: "ms/query",
+				Note: fmt.Sprintf("TERAN paper: %.0f ms on a GTX 1080 Ti", c.paper)}.WithPeer("TERAN paper (GPU)", c.paper, false))
+		}
+	}
+	return nil
+}
+
+// recallCost indexes a world's test split with a trained model and
+// evaluates text-to-image and image-to-text R@1/5/10 through the index:
+// exhaustive float32, int8, and int8 with float32 re-ranking.
+func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) error {
+	m, f, err := model.Load(p.checkpoint)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	s, err := data.LoadPrecomp(p.world, "test", nil)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	c := index.Collection{Images: s.Images}
+	for i := 0; i < s.NumImages(); i++ {
+		c.ImageRows = append(c.ImageRows, index.ImageRow{ID: s.ID(i)})
+		for _, cp := range s.CaptionsOf(i) {
+			c.Captions = append(c.Captions, index.CaptionRow{Text: cp, ImageID: s.ID(i)})
+		}
+	}
+	dir := filepath.Join(tmp, "world")
+	if _, err := index.Build(ctx, dir, m, c, &index.BuildOptions{Mode: index.Overwrite}); err != nil {
+		return err
+	}
+	ix, err := index.Open(dir, nil)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	imgEmb, err := model.EncodeImages(ctx, m, s.Images, nil)
+	if err != nil {
+		return err
+	}
+	for _, v := range []struct {
+		label string
+		o     index.SearchOptions
+	}{{"float32", index.SearchOptions{Exact: true}}, {"int8", index.SearchOptions{Rerank: -1}}, {"int8+rerank100", index.SearchOptions{}}} {
+		var t2i, i2t [3]float64
+		for cIdx, cp := range s.Captions {
+			res, err := ix.SearchText(ctx, cp, &index.SearchOptions{K: 10, Exact: v.o.Exact, Rerank: v.o.Rerank, Candidates: -1})
+			if err != nil {
+				return err
+			}
+			addRecall(&t2i, res, func(r index.Result) bool { return r.Item == s.ImageOf(cIdx) })
+		}
+		for i := 0; i < s.NumImages(); i++ {
+			res, err := ix.Search(ctx, imgEmb.Slice(i, i+1), false, &index.SearchOptions{K: 10, Exact: v.o.Exact, Rerank: v.o.Rerank, Candidates: -1})
+			if err != nil {
+				return err
+			}
+			addRecall(&i2t, res, func(r index.Result) bool { return s.ImageOf(r.Item) == i })
+		}
+		nc, ni := float64(s.NumCaptions()), float64(s.NumImages())
+		note := fmt.Sprintf("%s test split, %d images, model %s", p.world, s.NumImages(), m.Name())
+		for k, at := range []int{1, 5, 10} {
+			opts.Emit(bench.Result{Name: "search/recall " + v.label, Metric: fmt.Sprintf("t2i R@%d", at), Value: 100 * t2i[k] / nc, Unit: "%", Note: note})
+		}
+		for k, at := range []int{1, 5, 10} {
+			opts.Emit(bench.Result{Name: "search/recall " + v.label, Metric: fmt.Sprintf("i2t R@%d", at), Value: 100 * i2t[k] / ni, Unit: "%", Note: note})
+		}
+	}
+	return nil
+}
+
+// addRecall adds the hits at 1, 5 and 10 of one query.
+func addRecall(acc *[3]float64, res []index.Result, relevant func(index.Result) bool) {
+	for k, r := range res {
+		if relevant(r) {
+			for j, at := range []int{1, 5, 10} {
+				if k < at {
+					acc[j]++
+				}
+			}
+			return
+		}
+	}
+}
+
+// scaleRun builds an index of p.scale generated images (clustered the way
+// real encodings are: each image shows a few objects, each object's
+// regions lie near the object's direction) and measures the build, the
+// pruned search's latency and its recall@10 against exhaustive float32
+// scoring, for several numbers of candidates.
+func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) error {
+	d, n := p.scaleDim, p.scale
+	m, err := stubModel(d)
+	if err != nil {
+		return err
+	}
+	w := newWorldGen(d, 7)
+	dir := filepath.Join(tmp, "scale")
+	start := time.Now()
+	wr, err := index.NewWriter(dir, m, index.Overwrite)
+	if err != nil {
+		return err
+	}
+	defer wr.Abort()
+	const seg = 65536
+	for lo := 0; lo < n; lo += seg {
+		hi := min(lo+seg, n)
+		e := w.images(lo, hi, p.regions)
+		rows := make([]index.ImageRow, hi-lo)
+		for i := range rows {
+			rows[i] = index.ImageRow{ID: fmt.Sprintf("img%08d", lo+i)}
+		}
+		if err := wr.AddImages(e, rows); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := wr.Commit(ctx); err != nil {
+		return err
+	}
+	build := time.Since(start)
+	size := dirSize(dir)
+	ix, err := index.Open(dir, &index.OpenOptions{SkipChecksums: true})
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	note := fmt.Sprintf("%d images x %d regions, d=%d, generated", n, p.regions, d)
+	opts.Emit(bench.Result{Name: "search/scale build", Metric: "throughput", Value: float64(n) / build.Seconds(), Unit: "images/s", Note: note + "; quantize, sketch, write, catalogue (no encoding)"})
+	opts.Emit(bench.Result{Name: "search/scale build", Metric: "index size", Value: float64(size) / 1e9, Unit: "GB", Note: note})
+	// Queries: the objects of random images, plus function words.
+	rng := rand.New(rand.NewPCG(11, 12))
+	var queries []*model.Embeddings
+	for range p.queries {
+		queries = append(queries, w.query(rng.IntN(n), p.words, rng))
+	}
+	truth := make([][]int, len(queries))
+	var exactMS []float64
+	for i, q := range queries {
+		st := time.Now()
+		res, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Exact: true, Candidates: -1})
+		if err != nil {
+			return err
+		}
+		exactMS = append(exactMS, float64(time.Since(st).Microseconds())/1000)
+		for _, r := range res {
+			truth[i] = append(truth[i], r.Item)
+		}
+	}
+	opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "latency", Value: median(exactMS), Unit: "ms/query", Note: note})
+	for _, c := range []int{1000, 3000, 10000, 30000} {
+		var ms []float64
+		var hit, tot float64
+		for i, q := range queries {
+			st := time.Now()
+			res, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: c})
+			if err != nil {
+				return err
+			}
+			ms = append(ms, float64(time.Since(st).Microseconds())/1000)
+			for _, r := range res {
+				if slices.Contains(truth[i], r.Item) {
+					hit++
+				}
+			}
+			tot += float64(len(truth[i]))
+		}
+		name := fmt.Sprintf("search/scale pruned %d candidates", c)
+		opts.Emit(bench.Result{Name: name, Metric: "latency", Value: median(ms), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d text queries", len(queries))})
+		opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: hit / tot, Unit: "", Note: "against exhaustive float32 scoring"})
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil {
+			n += info.Size()
+		}
+	}
+	return n
+}
+
+// worldGen generates region and word vectors clustered as real encodings
+// are: a vocabulary of object directions; an image shows 2-5 objects, each
+// seen by several regions near its direction, the other regions
+// background; a caption names the objects of its image (near their
+// directions) with function words near one shared direction.
+type worldGen struct {
+	d       int
+	seed    uint64
+	objects [][]float32
+	funcDir []float32
+}
+
+const worldObjects = 4096
+
+func newWorldGen(d int, seed uint64) *worldGen {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	w := &worldGen{d: d, seed: seed}
+	for range worldObjects {
+		w.objects = append(w.objects, unitVectors(rng, 1, d))
+	}
+	w.funcDir = unitVectors(rng, 1, d)
+	return w
+}
+
+// objectsOf returns the objects image i shows (deterministic).
+func (w *worldGen) objectsOf(i int) []int {
+	rng := rand.New(rand.NewPCG(w.seed, uint64(i)+100))
+	k := 2 + rng.IntN(4)
+	out := make([]int, k)
+	for j := range out {
+		out[j] = rng.IntN(worldObjects)
+	}
+	return out
+}
+
+// near returns a unit vector at about cosine c from dir.
+func near(rng *rand.Rand, dir []float32, c float64) []float32 {
+	d := len(dir)
+	v := make([]float32, d)
+	noise := math.Sqrt(1-c*c) / math.Sqrt(float64(d))
+	for k := range v {
+		v[k] = float32(c)*dir[k] + float32(noise*rng.NormFloat64())
+	}
+	normalize(v)
+	return v
+}
+
+// images generates images lo..hi-1 of r regions each, in parallel.
+func (w *worldGen) images(lo, hi, r int) *model.Embeddings {
+	n, d := hi-lo, w.d
+	vecs := make([]float32, n*r*d)
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for t := 0; t < workers; t++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := t; i < n; i += workers {
+				rng := rand.New(rand.NewPCG(w.seed, uint64(lo+i)+1<<40))
+				objs := w.objectsOf(lo + i)
+				for j := 0; j < r; j++ {
+					var v []float32
+					if j < 6*len(objs) && j/6 < len(objs) {
+						v = near(rng, w.objects[objs[j%len(objs)]], 0.6+0.3*rng.Float64())
+					} else {
+						v = unitVectors(rng, 1, d)
+					}
+					copy(vecs[(i*r+j)*d:], v)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return fixed(vecs, n, r, d)
+}
+
+// query generates a caption of image t: its objects' words, then function
+// words, words in all.
+func (w *worldGen) query(t, words int, rng *rand.Rand) *model.Embeddings {
+	objs := w.objectsOf(t)
+	var vecs []float32
+	for k := 0; k < words; k++ {
+		if k < len(objs) {
+			vecs = append(vecs, near(rng, w.objects[objs[k]], 0.7)...)
+		} else {
+			vecs = append(vecs, near(rng, w.funcDir, 0.8)...)
+		}
+	}
+	return fixed(vecs, 1, words, w.d)
+}
