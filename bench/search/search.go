@@ -40,9 +40,9 @@ var Benchmark = bench.Benchmark{
 // params are the benchmark's arguments.
 type params struct {
 	images, captions, regions, words, dim, reps int
-	world, checkpoint                            string
-	scale, scaleDim, queries                     int
-	dir                                          string
+	world, checkpoint                           string
+	scale, scaleDim, queries                    int
+	dir                                         string
 }
 
 func parse(opts bench.Options) (params, error) {

@@ -14,11 +14,11 @@ import (
 )
 
 var searchFlags struct {
-	index   string
-	text    string
-	image   string
-	k       int
-	pooling string
+	index      string
+	text       string
+	image      string
+	k          int
+	pooling    string
 	explain    bool
 	json       bool
 	exact      bool
