@@ -79,3 +79,79 @@ chunk:
 done:
 	VZEROUPPER
 	RET
+
+// FMA12 multiplies the 8 float32 of Y0 with the 8 float32 at off(R10) and
+// adds them to accumulator acc.
+#define FMA(off, acc) \
+	VFMADD231PS off(R10), Y0, acc
+
+// HSUMF4 reduces float accumulators a, b, c, d (8 float32 each) to their 4
+// sums and stores them as 4 float32 at dst.
+#define HSUMF4(a, b, c, d, dst) \
+	VHADDPS      b, a, Y2 \
+	VHADDPS      d, c, Y3 \
+	VHADDPS      Y3, Y2, Y2 \
+	VEXTRACTF128 $1, Y2, X3 \
+	VADDPS       X3, X2, X2 \
+	VMOVUPS      X2, dst
+
+// func dots12fAVX2(v *float32, nv int, q *float32, d int, out *float32)
+//
+// As dots12AVX2 for float32: out[r*12+w] = sum_k v[r*d+k] * query_w[k],
+// the queries chunk-major in chunks of 8 (for every 8 elements, the 8
+// values of query 0, ..., of query 11: 384 bytes a chunk). d is a positive
+// multiple of 8.
+TEXT ·dots12fAVX2(SB), NOSPLIT, $0-40
+	MOVQ v+0(FP), SI
+	MOVQ nv+8(FP), CX
+	MOVQ q+16(FP), DI
+	MOVQ d+24(FP), DX
+	MOVQ out+32(FP), R8
+
+fregion:
+	TESTQ  CX, CX
+	JZ     fdone
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+	MOVQ   DI, R10
+	MOVQ   DX, BX
+
+fchunk:
+	VMOVUPS (SI), Y0
+	FMA(0, Y4)
+	FMA(32, Y5)
+	FMA(64, Y6)
+	FMA(96, Y7)
+	FMA(128, Y8)
+	FMA(160, Y9)
+	FMA(192, Y10)
+	FMA(224, Y11)
+	FMA(256, Y12)
+	FMA(288, Y13)
+	FMA(320, Y14)
+	FMA(352, Y15)
+	ADDQ $32, SI
+	ADDQ $384, R10
+	SUBQ $8, BX
+	JNZ  fchunk
+
+	HSUMF4(Y4, Y5, Y6, Y7, 0(R8))
+	HSUMF4(Y8, Y9, Y10, Y11, 16(R8))
+	HSUMF4(Y12, Y13, Y14, Y15, 32(R8))
+	ADDQ $48, R8
+	DECQ CX
+	JMP  fregion
+
+fdone:
+	VZEROUPPER
+	RET

@@ -103,6 +103,29 @@ func dots12Go(v []int8, nv int, q []int16, d int, out []int32) {
 	}
 }
 
+// dots12fGo is the portable dots12f: for each of nv float32 rows of length
+// d at v and each of 12 queries packed chunk-major in chunks of 8 in q,
+// out[r*12+w] is their dot product.
+func dots12fGo(v []float32, nv int, q []float32, d int, out []float32) {
+	for r := 0; r < nv; r++ {
+		row := v[r*d : (r+1)*d]
+		var acc [12]float32
+		for c := 0; c < d/8; c++ {
+			chunk := row[c*8 : c*8+8]
+			qc := q[c*96 : c*96+96]
+			for w := 0; w < 12; w++ {
+				qw := qc[w*8 : w*8+8]
+				var s float32
+				for k, x := range chunk {
+					s += x * qw[k]
+				}
+				acc[w] += s
+			}
+		}
+		copy(out[r*12:r*12+12], acc[:])
+	}
+}
+
 // codeView is the compressed form of a segment's vectors.
 type codeView struct {
 	cd      int

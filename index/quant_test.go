@@ -4,7 +4,9 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/xmr-project/xmr/model"
@@ -222,5 +224,74 @@ func BenchmarkScoreCodesImageQuery(b *testing.B) {
 		if _, err := scoreCodes(context.Background(), cv, pq, model.MrSw, false); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestDots12f(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, d := range []int{8, 24, 256} {
+		nv := 29
+		v := make([]float32, nv*d)
+		q := make([]float32, 12*d)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		for i := range q {
+			q[i] = float32(rng.NormFloat64())
+		}
+		got := make([]float32, nv*12)
+		want := make([]float32, nv*12)
+		dots12f(v, nv, q, d, got)
+		dots12fGo(v, nv, q, d, want)
+		for i := range got {
+			if math.Abs(float64(got[i]-want[i])) > 1e-4*math.Sqrt(float64(d)) {
+				t.Fatalf("d=%d: element %d: kernel %v, loops %v", d, i, got[i], want[i])
+			}
+		}
+		var s float64
+		for k := 0; k < d; k++ {
+			s += float64(v[3*d+k]) * float64(q[(k/8)*96+5*8+k%8])
+		}
+		if math.Abs(float64(want[3*12+5])-s) > 1e-3 {
+			t.Fatalf("d=%d: dot of row 3 and query 5 is %v, want %v", d, want[3*12+5], s)
+		}
+	}
+}
+
+// BenchmarkDots12f streams 5,000 x 36 float32 region vectors at d = 1024
+// through the FMA kernel against 12 query vectors, on every core.
+func BenchmarkDots12f(b *testing.B) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	const nv, d = 5000 * 36, 1024
+	v := make([]float32, nv*d)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	q := make([]float32, 12*d)
+	for i := range q {
+		q[i] = float32(rng.NormFloat64())
+	}
+	out := make([]float32, nv*12)
+	b.SetBytes(int64(4 * len(v)))
+	b.ResetTimer()
+	for range b.N {
+		var wg sync.WaitGroup
+		const block = 256
+		next := make(chan int, nv/block+1)
+		for lo := 0; lo < nv; lo += block {
+			next <- lo
+		}
+		close(next)
+		for range runtime.GOMAXPROCS(0) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for lo := range next {
+					n := min(block, nv-lo)
+					dots12f(v[lo*d:(lo+n)*d], n, q, d, out[lo*12:(lo+n)*12])
+				}
+			}()
+		}
+		wg.Wait()
 	}
 }
