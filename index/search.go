@@ -210,10 +210,12 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 	for _, seg := range segs {
 		total += seg.header.Items
 	}
-	if c := o.candidates(total); c > 0 && !(o != nil && o.Exact) {
+	// Pruning compares global vectors by cosine: it serves the alignment
+	// scorings and the global cosine, not other global scorings.
+	if c := o.candidates(total); c > 0 && !(o != nil && o.Exact) && (s.Alignment() || s == model.Global) {
 		return rankPruned(ctx, segs, q, s, queryIsText, o, c)
 	}
-	if s == model.Global || (o != nil && o.Exact) {
+	if !s.Alignment() || (o != nil && o.Exact) {
 		scores, err := scoreExact(ctx, segs, q, s, queryIsText)
 		if err != nil {
 			return nil, err
