@@ -34,6 +34,14 @@ import (
 // The attention's penalty ||A^T A - I||_F^2, weighted by lambda
 // (text-model.attention-penalty), is returned in Encoded.Penalty and added
 // to the training loss (L_f = L_c + lambda P, sec. 2.6).
+//
+// Where the paper leaves a choice open: both embeddings are scaled to unit
+// norm before the order similarity (sec. 2.6: "we first scale both to
+// have unit norm"); the convolutions are followed by a ReLU (the paper
+// names no activation; Kim's convolutions, which SEAM-C adapts, use one);
+// the penalty is summed over the batch's captions, as eq. 5 sums the
+// hinges. The sizes agree with Table 2's parameter counts
+// (TestSEAMParamsMatchPaper).
 type SEAM struct {
 	cfg Config
 	tok Tokenizer
