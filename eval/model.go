@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/xmr-project/xmr/data"
@@ -19,7 +20,7 @@ type ModelOptions struct {
 	Scoring model.Scoring
 	// Grounding is the split's word-region ground truth (see
 	// data.LoadGrounding); with it, a single model's word-region alignment
-	// accuracy is measured.
+	// accuracy is measured (when it has region and word vectors: not SEAM).
 	Grounding []data.Grounding
 	// Encode tunes the encoding (batch size, progress).
 	Encode *model.EncodeOptions
@@ -83,7 +84,7 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	if err != nil {
 		return nil, err
 	}
-	if len(o.Grounding) > 0 && len(models) == 1 {
+	if len(o.Grounding) > 0 && len(models) == 1 && len(res.Images.Vecs) > 0 {
 		acc, n, err := AlignmentAccuracy(AlignmentItems(res.Images, res.Texts, o.Grounding))
 		if err != nil {
 			return nil, err
@@ -139,4 +140,16 @@ func AlignmentItems(images, texts *model.Embeddings, grounding []data.Grounding)
 		items = append(items, it)
 	}
 	return items
+}
+
+// LogImageInput says in the log when m reads one global feature vector per
+// image (SEAM) but split holds several region features per image: the
+// model then encodes the mean of each image's valid regions, which is not
+// the global CNN feature of its paper.
+func LogImageInput(m model.Model, split *data.Split) {
+	if !m.Config().GlobalImages() || split.Global || split.Images.R <= 1 {
+		return
+	}
+	slog.Info("image features: the model reads one global feature per image; this split has region features, so the mean of each image's valid regions stands in",
+		"model", m.Name(), "split", split.Name, "regions", split.Images.R)
 }

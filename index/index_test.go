@@ -14,7 +14,6 @@ import (
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/synth"
-	"github.com/xmr-project/xmr/text"
 )
 
 var (
@@ -56,12 +55,14 @@ func testModel(t testing.TB, name string, seed uint64, captions []string) model.
 	cfg.ImageModel = model.ImageConfig{Name: "bottomup", FeatDim: 16, TransformerLayers: 1, Heads: 2, FF: 16, Hidden: 16, PosEncoding: "concat-and-process"}
 	cfg.TextModel = model.TextConfig{Name: "bert", WordDim: 16, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 16, MaxPositions: 64}
 	cfg.Model = model.JointConfig{Name: name, EmbedSize: 16, Layers: 1, Heads: 2, FF: 16}
+	if name == "seam" { // global vectors only, scored by order embeddings
+		cfg.Model = model.JointConfig{Name: "seam", EmbedSize: 16, Similarity: model.Order}
+		cfg.ImageModel = model.ImageConfig{Name: "global", FeatDim: 16}
+		cfg.TextModel = model.TextConfig{Name: "seam-c", EmbedDim: 8, Hops: 2, AttentionUnits: 4, Filters: 3, Hidden: 4}
+	}
 	tok, err := model.BuildTokenizer(cfg, captions)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, ok := tok.(*text.WordPiece); !ok {
-		t.Fatalf("tokenizer %T", tok)
 	}
 	m, err := model.New(cfg, tok, seed)
 	if err != nil {
@@ -141,11 +142,16 @@ func TestSearchMatchesDirectScoring(t *testing.T) {
 			defer ix.Close()
 			imgs, txts := direct(t, m, s, 37)
 			ctx := context.Background()
-			for _, c := range []struct {
+			type scoringCase struct {
 				sc    model.Scoring
 				exact bool
-			}{{"", true}, {"", false}, {model.Global, false}, {model.MrSw, true}, {model.MwSr, true}, {model.Symm, true}, {model.MrAvgw, true},
-				{model.MwSr, false}, {model.Symm, false}, {model.MrAvgw, false}} {
+			}
+			cases := []scoringCase{{"", true}, {"", false}, {model.Global, false}, {model.MrSw, true}, {model.MwSr, true}, {model.Symm, true}, {model.MrAvgw, true},
+				{model.MwSr, false}, {model.Symm, false}, {model.MrAvgw, false}}
+			if name == "seam" { // global vectors only
+				cases = []scoringCase{{"", true}, {"", false}, {model.Global, false}, {model.Global, true}}
+			}
+			for _, c := range cases {
 				sc, exact := c.sc, c.exact
 				want := sc
 				if want == "" {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/xmr-project/xmr/configs"
@@ -28,8 +29,9 @@ type Config struct {
 
 // TextConfig selects and sizes the text encoder.
 type TextConfig struct {
-	// Name is "bert", "gru", "lstm" or "transformer" (word embeddings plus
-	// transformer layers).
+	// Name is, for TERAN and TERN, "bert", "gru", "lstm" or "transformer"
+	// (word embeddings plus transformer layers); for SEAM the variant:
+	// "seam-e", "seam-c" or "seam-g" (see seam.go).
 	Name string `yaml:"name"`
 	// Pretrain is a HuggingFace BERT directory (config.json, vocab.txt,
 	// model.safetensors); empty means a randomly initialised BERT of the
@@ -53,19 +55,33 @@ type TextConfig struct {
 	FF           int `yaml:"ff"`
 	MaxPositions int `yaml:"max-positions"`
 	// EmbedDim and Hidden size the word embeddings and recurrent state of
-	// gru/lstm/transformer (300 and 512 in the TERAN ablation).
+	// gru/lstm/transformer (300 and 512 in the TERAN ablation) and of SEAM
+	// (d = 300; Hidden is SEAM-G's GRU, 512 or 1024).
 	EmbedDim      int  `yaml:"embed-dim"`
 	Hidden        int  `yaml:"hidden"`
 	Bidirectional bool `yaml:"bidirectional"`
+	// SEAM's self-attention (sec. 2.1): Hops is h, the number of attention
+	// distributions over the words; AttentionUnits is p, the width of V =
+	// tanh(H W1) (300); Filters is f, the filters of each of SEAM-C's two
+	// convolutions (100); AttentionPenalty is lambda, the weight of the
+	// penalty ||A^T A - I||_F^2 in the training loss (0 turns it off).
+	Hops             int     `yaml:"hops,omitempty"`
+	AttentionUnits   int     `yaml:"attention-units,omitempty"`
+	Filters          int     `yaml:"filters,omitempty"`
+	AttentionPenalty float32 `yaml:"attention-penalty,omitempty"`
 	// VocabSize is filled in when the vocabulary is known.
 	VocabSize int `yaml:"vocab-size"`
 }
 
-// textEncoders lists the valid TextConfig.Name values.
+// textEncoders lists the valid TextConfig.Name values of TERAN and TERN;
+// seamVariants (seam.go) those of SEAM.
 var textEncoders = []string{"bert", "gru", "lstm", "transformer"}
 
 // ImageConfig sizes the visual pipeline.
 type ImageConfig struct {
+	// Name says what the image encoder reads: "bottomup" region features
+	// (TERAN, TERN) or "global", one CNN feature vector per image (SEAM;
+	// given region features, the mean of an image's regions stands in).
 	Name              string  `yaml:"name"`
 	FeatDim           int     `yaml:"feat-dim"`
 	TransformerLayers int     `yaml:"transformer-layers"`
@@ -85,8 +101,8 @@ var posEncodings = []string{"concat-and-process", "none"}
 // JointConfig is the part of the model shared by the two modalities: which
 // model it is and the common space.
 type JointConfig struct {
-	// Name is the model's name in the registry (see Names): "teran" or
-	// "tern".
+	// Name is the model's name in the registry (see Names): "teran",
+	// "tern" or "seam".
 	Name      string `yaml:"name"`
 	EmbedSize int    `yaml:"embed-size"`
 	// Layers is the number of final transformer layers at EmbedSize.
@@ -96,6 +112,10 @@ type JointConfig struct {
 	SharedTransformer bool    `yaml:"shared-transformer"`
 	ExcludeStopwords  bool    `yaml:"exclude-stopwords"`
 	Dropout           float32 `yaml:"dropout"`
+	// Similarity is SEAM's score and training similarity: order (the
+	// paper's) or global (the cosine). TERAN and TERN leave it empty: they
+	// score by Pooling and by the CLS cosine.
+	Similarity Scoring `yaml:"similarity,omitempty"`
 }
 
 // Default returns TERAN MrSw at the published size (REFERENCE.md).
@@ -123,53 +143,73 @@ func (c Config) Marshal() string { return configs.Marshal(c) }
 // Validate checks the values a model needs and says which key is wrong and
 // what the valid values are.
 func (c Config) Validate() error {
-	var errs []string
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
-	}
-	oneOf := func(key, v string, valid []string) {
-		for _, ok := range valid {
-			if v == ok {
-				return
-			}
-		}
-		bad(key, "%q is not one of %s", v, strings.Join(valid, ", "))
-	}
-	oneOf("text-model.name", c.TextModel.Name, textEncoders)
-	oneOf("image-model.pos-encoding", c.ImageModel.PosEncoding, posEncodings)
-	oneOf("model.name", c.Model.Name, Names())
+	var p problems
+	p.oneOf("model.name", c.Model.Name, Names())
 	if !c.Pooling.Alignment() {
-		bad("pooling", "%q is not an alignment pooling (%s)", c.Pooling, joinScorings(alignmentPoolings))
+		p.bad("pooling", "%q is not an alignment pooling (%s)", c.Pooling, joinScorings(alignmentPoolings))
 	}
-	pos := func(key string, v int) {
-		if v <= 0 {
-			bad(key, "must be positive, is %d", v)
-		}
-	}
-	pos("model.embed-size", c.Model.EmbedSize)
-	pos("model.heads", c.Model.Heads)
-	pos("model.ff", c.Model.FF)
-	pos("image-model.feat-dim", c.ImageModel.FeatDim)
-	pos("image-model.hidden", c.ImageModel.Hidden)
-	pos("image-model.heads", c.ImageModel.Heads)
-	pos("text-model.word-dim", c.TextModel.WordDim)
+	p.positive("model.embed-size", c.Model.EmbedSize)
+	p.positive("image-model.feat-dim", c.ImageModel.FeatDim)
 	if c.MaxCaptionTokens < 0 || c.MaxCaptionTokens == 1 {
-		bad("max-caption-tokens", "must be 0 (no limit) or at least 2, is %d", c.MaxCaptionTokens)
+		p.bad("max-caption-tokens", "must be 0 (no limit) or at least 2, is %d", c.MaxCaptionTokens)
 	}
+	if c.Model.Name == "seam" {
+		c.validateSEAM(&p)
+		return p.err()
+	}
+	if c.Model.Similarity != "" {
+		p.bad("model.similarity", "only seam chooses its similarity; %s scores with the pooling or the CLS cosine", c.Model.Name)
+	}
+	p.oneOf("text-model.name", c.TextModel.Name, textEncoders)
+	p.oneOf("image-model.name", c.ImageModel.Name, []string{"bottomup"})
+	p.oneOf("image-model.pos-encoding", c.ImageModel.PosEncoding, posEncodings)
+	p.positive("model.heads", c.Model.Heads)
+	p.positive("model.ff", c.Model.FF)
+	p.positive("image-model.hidden", c.ImageModel.Hidden)
+	p.positive("image-model.heads", c.ImageModel.Heads)
+	p.positive("text-model.word-dim", c.TextModel.WordDim)
 	if c.Model.Heads > 0 && c.Model.EmbedSize%c.Model.Heads != 0 {
-		bad("model.heads", "%d does not divide embed-size %d", c.Model.Heads, c.Model.EmbedSize)
+		p.bad("model.heads", "%d does not divide embed-size %d", c.Model.Heads, c.Model.EmbedSize)
 	}
 	if c.ImageModel.Heads > 0 && c.ImageModel.Hidden%c.ImageModel.Heads != 0 {
-		bad("image-model.heads", "%d does not divide hidden %d", c.ImageModel.Heads, c.ImageModel.Hidden)
+		p.bad("image-model.heads", "%d does not divide hidden %d", c.ImageModel.Heads, c.ImageModel.Hidden)
 	}
 	if c.TextModel.Name == "bert" && c.TextModel.Pretrain == "" && c.TextModel.WordDim%max(c.TextModel.Heads, 1) != 0 {
-		bad("text-model.heads", "%d does not divide word-dim %d", c.TextModel.Heads, c.TextModel.WordDim)
+		p.bad("text-model.heads", "%d does not divide word-dim %d", c.TextModel.Heads, c.TextModel.WordDim)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	return p.err()
 }
+
+// problems collects what Validate finds wrong, one "key: what" each.
+type problems []string
+
+func (p *problems) bad(key, format string, args ...any) {
+	*p = append(*p, key+": "+fmt.Sprintf(format, args...))
+}
+
+func (p *problems) oneOf(key, v string, valid []string) {
+	if !slices.Contains(valid, v) {
+		p.bad(key, "%q is not one of %s", v, strings.Join(valid, ", "))
+	}
+}
+
+func (p *problems) positive(key string, v int) {
+	if v <= 0 {
+		p.bad(key, "must be positive, is %d", v)
+	}
+}
+
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid config: %s", strings.Join(p, "; "))
+}
+
+// GlobalImages reports whether the image encoder reads one global feature
+// vector per image (image-model.name global: SEAM). Given region features,
+// such an encoder encodes the mean of each image's valid regions.
+func (c Config) GlobalImages() bool { return c.ImageModel.Name == "global" }
 
 // TokenizerKind returns "wordpiece" for BERT models and "words" otherwise.
 func (c Config) TokenizerKind() string {

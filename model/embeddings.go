@@ -7,8 +7,11 @@ import (
 // Embeddings are encoded items of one modality, the currency between the
 // encoders, scoring, evaluation and the index: every item (an image or a
 // caption) is a small set of vectors in the common space (one per region
-// or word that takes part in the alignment; items have different counts)
-// and one global vector. All vectors are L2-normalised.
+// or word that takes part in the alignment; items have different counts,
+// and a model that compares global vectors only, SEAM, keeps none) and one
+// global vector. Every vector is L2-normalised, so that the cosine
+// scorings are dot products; SEAM's global vectors are also non-negative,
+// as its order-embedding similarity (Order) needs.
 //
 // The layout is flat: item i owns vectors Offsets[i] .. Offsets[i+1]-1,
 // vector k being Vecs[k*Dim : (k+1)*Dim]. Pos[k] says where vector k came
@@ -106,8 +109,13 @@ func (e *Embeddings) Validate() error {
 // Embeddings converts an encoded batch (computed without a tape) to the
 // flat layout, keeping the vectors whose mask is set.
 func (enc *Encoded) Embeddings() *Embeddings {
-	n, l, d := enc.Vecs.Shape[0], enc.Vecs.Shape[1], enc.Vecs.Shape[2]
+	n, d := enc.Global.Shape[0], enc.Global.Shape[1]
 	e := &Embeddings{Dim: d, Offsets: make([]int, 1, n+1), Global: append([]float32(nil), enc.Global.Data...)}
+	if enc.Vecs == nil {
+		e.Offsets = make([]int, n+1) // no vectors: every item is empty
+		return e
+	}
+	l := enc.Vecs.Shape[1]
 	for i := 0; i < n; i++ {
 		for s := 0; s < l; s++ {
 			if enc.Mask.Data[i*l+s] == 0 {

@@ -1,6 +1,8 @@
 // Package model holds xmr's image-text matching models behind one small
-// interface: TERAN (teran.go: fine-grained region-word alignment) and TERN
-// (tern.go: global I-CLS/T-CLS embeddings), their encoders (BERT, recurrent
+// interface: TERAN (teran.go: fine-grained region-word alignment), TERN
+// (tern.go: global I-CLS/T-CLS embeddings) and SEAM (seam.go:
+// self-attentive caption embeddings against a global image feature, scored
+// as order embeddings), their encoders (BERT, recurrent
 // and transformer text encoders), the scorings that compare encoded items
 // (score.go: the autodiff pooling for training beside the fast kernel for
 // inference) and checkpoints that carry the model's config.
@@ -32,7 +34,7 @@ import (
 // package functions EncodeImages and EncodeTexts to encode whole
 // collections into Embeddings.
 type Model interface {
-	// Name is the model's name in the registry ("teran", "tern").
+	// Name is the model's name in the registry ("teran", "tern", "seam").
 	Name() string
 	// Config returns the config the model was built from (with the sizes
 	// of a loaded BERT filled in).
@@ -69,14 +71,22 @@ type Texts struct {
 // Encoded is the output of an encoder for a padded batch: vectors in the
 // common space, L2-normalised.
 type Encoded struct {
-	Vecs *tensor.Tensor // (N, L, E) region or word vectors
-	Mask *tensor.Tensor // (N, L) 1 = vector that takes part in the alignment
+	// Vecs (N, L, E) are the region or word vectors; nil for a model that
+	// encodes global vectors only (SEAM).
+	Vecs *tensor.Tensor
+	Mask *tensor.Tensor // (N, L) 1 = vector that takes part in the alignment; nil with Vecs
 	// Pos (N*L) says where each vector came from: the data's region index
 	// (slot - 1) or the caption word index; -1 where Mask is 0.
 	Pos []int32
 	// Global (N, E) is the item's global vector: TERN's I-CLS/T-CLS, TERAN's
-	// normalised mean of its vectors.
+	// normalised mean of its vectors, SEAM's non-negative embedding.
 	Global *tensor.Tensor
+	// Penalty, when not nil, is a scalar that the training objective adds
+	// to its loss as it is: a regulariser of this encoding, weighted by the
+	// model's config (SEAM's attention penalty, lambda times the sum over
+	// the batch of ||A^T A - I||_F^2). An encoder computes it only when it
+	// records on a tape; inference leaves it nil.
+	Penalty *tensor.Tensor
 }
 
 // builder makes a model of one kind with fresh weights.
@@ -86,6 +96,7 @@ type builder func(cfg Config, tok Tokenizer, seed uint64) (Model, error)
 var registry = map[string]builder{
 	"teran": newTERAN,
 	"tern":  newTERN,
+	"seam":  newSEAM,
 }
 
 // Names lists the registered models, sorted.

@@ -30,6 +30,24 @@ func tinyConfig(edit func(*Config)) Config {
 	return cfg
 }
 
+// tinySEAM makes a config a small SEAM of the given variant.
+func tinySEAM(variant string) func(*Config) {
+	return func(c *Config) {
+		c.Model = JointConfig{Name: "seam", EmbedSize: 8, Similarity: Order}
+		c.ImageModel = ImageConfig{Name: "global", FeatDim: 6}
+		c.TextModel = TextConfig{Name: variant, EmbedDim: 5, Hops: 3, AttentionUnits: 4, Filters: 3, Hidden: 4, AttentionPenalty: 0.5}
+	}
+}
+
+// named makes a config the registered model name at a small size (SEAM as
+// SEAM-C, its variant with the most parts).
+func named(name string) func(*Config) {
+	if name == "seam" {
+		return tinySEAM("seam-c")
+	}
+	return func(c *Config) { c.Model.Name = name }
+}
+
 // tinyModel builds a small model (see tinyConfig).
 func tinyModel(t testing.TB, edit func(*Config)) Model {
 	t.Helper()
@@ -103,6 +121,10 @@ func TestEncoderGradients(t *testing.T) {
 		{"teran-gru", func(c *Config) { c.TextModel.Name = "gru" }, MrSw},
 		{"teran-lstm", func(c *Config) { c.TextModel.Name = "lstm" }, MwSr},
 		{"teran-transformer", func(c *Config) { c.TextModel.Name = "transformer" }, MrAvgw},
+		{"seam-e-order", tinySEAM("seam-e"), Order},
+		{"seam-c-order", tinySEAM("seam-c"), Order},
+		{"seam-g-order", tinySEAM("seam-g"), Order},
+		{"seam-c-cosine", func(c *Config) { tinySEAM("seam-c")(c); c.Model.Similarity = Global }, Global},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,19 +167,19 @@ func TestEncoderGradients(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	if got := Names(); !slices.Equal(got, []string{"teran", "tern"}) {
+	if got := Names(); !slices.Equal(got, []string{"seam", "teran", "tern"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 	for _, name := range Names() {
-		m := tinyModel(t, func(c *Config) { c.Model.Name = name })
+		m := tinyModel(t, named(name))
 		if m.Name() != name {
 			t.Errorf("New built %q for %q", m.Name(), name)
 		}
 	}
 	cfg := tinyConfig(func(c *Config) { c.Model.Name = "vsepp" })
 	_, err := New(cfg, testTokenizer(t, cfg), 1)
-	if err == nil || !strings.Contains(err.Error(), "teran, tern") {
-		t.Fatalf("unknown model: error %v, want one listing teran, tern", err)
+	if err == nil || !strings.Contains(err.Error(), "seam, teran, tern") {
+		t.Fatalf("unknown model: error %v, want one listing seam, teran, tern", err)
 	}
 }
 
@@ -168,7 +190,7 @@ func TestScorings(t *testing.T) {
 		}
 	}
 	_, err := ParseScoring("bogus")
-	if err == nil || !strings.Contains(err.Error(), "global, MrSw, MwSr, Symm, MrAvgw") {
+	if err == nil || !strings.Contains(err.Error(), "global, order, MrSw, MwSr, Symm, MrAvgw") {
 		t.Fatalf("bogus scoring: error %v, want the valid names", err)
 	}
 	if m := tinyModel(t, func(c *Config) { c.Pooling = Symm }); m.Scoring() != Symm {
@@ -177,11 +199,19 @@ func TestScorings(t *testing.T) {
 	if m := tinyModel(t, func(c *Config) { c.Model.Name = "tern" }); m.Scoring() != Global {
 		t.Errorf("TERN scores with %v, want global", m.Scoring())
 	}
+	if m := tinyModel(t, tinySEAM("seam-e")); m.Scoring() != Order {
+		t.Errorf("SEAM scores with %v, configured order", m.Scoring())
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
-		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of teran, tern"},
+		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of seam, teran, tern"},
+		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-x\nimage-model:\n  name: global\n", "text-model.name: \"seam-x\" is not one of seam-e, seam-c, seam-g"},
+		{"model:\n  name: seam\n  similarity: MrSw\ntext-model:\n  name: seam-e\nimage-model:\n  name: global\n", "model.similarity: \"MrSw\" is not one of order, global"},
+		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n", "image-model.name: \"bottomup\" is not one of global"},
+		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-c\n  filters: 0\nimage-model:\n  name: global\n", "text-model.filters: must be positive"},
+		{"model:\n  similarity: order\n", "only seam chooses its similarity"},
 		{"pooling: MaxMax\n", "unknown scoring \"MaxMax\""},
 		{"pooling: global\n", "not an alignment pooling"},
 		{"model:\n  embed-size: 30\n  heads: 4\n", "does not divide"},
@@ -203,7 +233,7 @@ func TestSaveLoad(t *testing.T) {
 	imgs := newTinyImages(rng)
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			m := tinyModel(t, func(c *Config) { c.Model.Name = name })
+			m := tinyModel(t, named(name))
 			dir := t.TempDir()
 			path := filepath.Join(dir, BestCheckpoint)
 			if err := Save(path, m, nil, map[string]string{"note": "kept"}); err != nil {
@@ -240,7 +270,7 @@ func checkSameEmbeddings(t *testing.T, a, b Model, imgs ImageSource) {
 	}
 	ta, _ := EncodeTexts(ctx, a, tinyCaptions, nil)
 	tb, _ := EncodeTexts(ctx, b, tinyCaptions, nil)
-	if !slices.Equal(ea.Vecs, eb.Vecs) || !slices.Equal(ea.Global, eb.Global) || !slices.Equal(ta.Vecs, tb.Vecs) {
+	if !slices.Equal(ea.Vecs, eb.Vecs) || !slices.Equal(ea.Global, eb.Global) || !slices.Equal(ta.Vecs, tb.Vecs) || !slices.Equal(ta.Global, tb.Global) {
 		t.Fatal("the reloaded model encodes differently")
 	}
 }

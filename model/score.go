@@ -24,8 +24,11 @@ import (
 //	Symm   = MrSw + MwSr
 //	MrAvgw = MrSw / number of words
 //
-// Global is the cosine of the two global vectors. Masked regions cannot win
-// a max and masked words add nothing to a sum.
+// Global is the cosine of the two global vectors; Order is SEAM's
+// order-embedding similarity of the global vectors, -||max(0, I - T)||^2
+// for image vector I and caption vector T, whose fast form is a blocked
+// kernel rather than a GEMM. Masked regions cannot win a max and masked
+// words add nothing to a sum.
 
 // Similarity scores every image against every caption of a batch: (B, C),
 // recording on tp for backpropagation when tp is not nil.
@@ -33,7 +36,12 @@ func Similarity(tp *tensor.Tape, img, txt *Encoded, s Scoring) *tensor.Tensor {
 	switch s {
 	case Global:
 		return tp.MatMul(img.Global, txt.Global, false, true)
+	case Order:
+		return tp.Neg(tp.OrderViolation(img.Global, txt.Global))
 	case MrSw, MwSr, Symm, MrAvgw:
+		if img.Vecs == nil || txt.Vecs == nil {
+			panic(&tensor.ShapeError{Op: "Similarity", Msg: fmt.Sprintf("%s pools region and word vectors; this model encodes global vectors only", s)})
+		}
 		return alignmentSimilarity(tp, img, txt, s)
 	}
 	panic(fmt.Sprintf("model: Similarity with unknown scoring %q", s)) // Scoring values are validated when parsed
@@ -85,9 +93,11 @@ func alignmentSimilarity(tp *tensor.Tape, img, txt *Encoded, s Scoring) *tensor.
 }
 
 // ScoreMatrix returns the (images.Len() x texts.Len()) similarity matrix,
-// row-major, with scoring s. Alignment poolings run one matrix product per
-// block of images and captions and pool it directly, in parallel over all
-// cores, so memory stays bounded. Cancelling ctx stops it with ctx's error.
+// row-major, with scoring s. Global is one matrix product; Order and the
+// alignment poolings run block by block of images and captions, in
+// parallel over all cores (the poolings with one matrix product per block,
+// pooled directly, so memory stays bounded). Cancelling ctx stops it with
+// ctx's error.
 func ScoreMatrix(ctx context.Context, images, texts *Embeddings, s Scoring) ([]float32, error) {
 	ni, nt := images.Len(), texts.Len()
 	if ni > 0 && nt > 0 && images.Dim != texts.Dim {
@@ -101,11 +111,41 @@ func ScoreMatrix(ctx context.Context, images, texts *Embeddings, s Scoring) ([]f
 	case Global:
 		blas.Sgemm(false, true, ni, nt, images.Dim, 1, images.Global, images.Dim, texts.Global, texts.Dim, 0, out, nt)
 		return out, nil
+	case Order:
+		// Blocks of 16 images by 128 captions: the captions' vectors (512
+		// KiB at 1024 dimensions) stay in cache while every image passes.
+		err := inBlocks(ctx, ni, nt, 16, 128, func(i0, i1, t0, t1 int, _ []float32) []float32 {
+			e := images.Dim
+			dst := out[i0*nt+t0:]
+			tensor.OrderViolations(dst, nt, images.Global[i0*e:i1*e], i1-i0, texts.Global[t0*e:t1*e], t1-t0, e)
+			for i := 0; i < i1-i0; i++ {
+				row := dst[i*nt : i*nt+t1-t0]
+				for t := range row {
+					row[t] = -row[t]
+				}
+			}
+			return nil
+		})
+		return out, err
 	case MrSw, MwSr, Symm, MrAvgw:
+		if len(images.Vecs) == 0 && len(texts.Vecs) == 0 {
+			return nil, fmt.Errorf("score: %s pools region and word vectors; these embeddings have global vectors only (score them with global or order)", s)
+		}
 	default:
 		return nil, fmt.Errorf("score: unknown scoring %q (want %s)", s, joinScorings(scorings))
 	}
-	const imgBlock, txtBlock = 16, 512
+	err := inBlocks(ctx, ni, nt, 16, 512, func(i0, i1, t0, t1 int, buf []float32) []float32 {
+		return poolBlock(images, texts, i0, i1, t0, t1, s, buf, out)
+	})
+	return out, err
+}
+
+// inBlocks runs block(i0, i1, t0, t1, buf) over every block of imgBlock
+// images by txtBlock captions of an ni x nt matrix, on GOMAXPROCS
+// goroutines; buf is a scratch slice that each goroutine keeps between its
+// blocks (block returns it, grown as needed). Cancelling ctx stops handing
+// out blocks and returns ctx's error.
+func inBlocks(ctx context.Context, ni, nt, imgBlock, txtBlock int, block func(i0, i1, t0, t1 int, buf []float32) []float32) error {
 	type job struct{ i0, t0 int }
 	jobs := make(chan job)
 	var wg sync.WaitGroup
@@ -115,7 +155,7 @@ func ScoreMatrix(ctx context.Context, images, texts *Embeddings, s Scoring) ([]f
 			defer wg.Done()
 			var buf []float32
 			for j := range jobs {
-				buf = poolBlock(images, texts, j.i0, min(j.i0+imgBlock, ni), j.t0, min(j.t0+txtBlock, nt), s, buf, out)
+				buf = block(j.i0, min(j.i0+imgBlock, ni), j.t0, min(j.t0+txtBlock, nt), buf)
 			}
 		}()
 	}
@@ -133,7 +173,7 @@ loop:
 	}
 	close(jobs)
 	wg.Wait()
-	return out, err
+	return err
 }
 
 // poolBlock scores images [i0, i1) against texts [t0, t1) into out (rows

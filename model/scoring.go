@@ -6,8 +6,9 @@ import (
 )
 
 // Scoring says how an image and a caption are compared once encoded: by
-// their global vectors, or by pooling the alignment matrix of their region
-// and word vectors (TERAN eq. 3-4). The zero value is not a valid scoring;
+// their global vectors (cosine, or SEAM's order-embedding similarity), or
+// by pooling the alignment matrix of their region and word vectors (TERAN
+// eq. 3-4). The zero value is not a valid scoring;
 // ParseScoring and UnmarshalText accept only the constants below.
 type Scoring string
 
@@ -16,6 +17,12 @@ const (
 	// Global is the cosine of the two global vectors (TERN's I-CLS and
 	// T-CLS; for TERAN the normalised mean of the region or word vectors).
 	Global Scoring = "global"
+	// Order is the order-embedding similarity of the global vectors (Vendrov
+	// et al.; SEAM eq. 5): S(caption t, image i) = -||max(0, I - T)||^2,
+	// minus the squared norm of the part of the image vector I that exceeds
+	// the caption vector T. It is 0 when I lies below T in every
+	// coordinate, negative otherwise.
+	Order Scoring = "order"
 	// MrSw sums over words the best region of each (max over regions, sum
 	// over words): TERAN's best pooling.
 	MrSw Scoring = "MrSw"
@@ -28,7 +35,7 @@ const (
 )
 
 // scorings lists every scoring, in the order error messages give them.
-var scorings = []Scoring{Global, MrSw, MwSr, Symm, MrAvgw}
+var scorings = []Scoring{Global, Order, MrSw, MwSr, Symm, MrAvgw}
 
 // alignmentPoolings are the scorings that pool an alignment matrix.
 var alignmentPoolings = []Scoring{MrSw, MwSr, Symm, MrAvgw}

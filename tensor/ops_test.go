@@ -97,6 +97,7 @@ func TestGradients(t *testing.T) {
 		{"max-mask", []*Tensor{rnd(1, 2, 3, 4)}, func(tp *Tape, x []*Tensor) *Tensor { y, _ := tp.Max(x[0], -1, true, mask); return y }},
 		{"l2norm", []*Tensor{rnd(1, 3, 5)}, func(tp *Tape, x []*Tensor) *Tensor { return tp.L2Normalize(x[0], 1e-12) }},
 		{"maskedfill", []*Tensor{rnd(1, 2, 3, 4)}, func(tp *Tape, x []*Tensor) *Tensor { return tp.MaskedFill(x[0], mask, -3) }},
+		{"order-violation", []*Tensor{rnd(1, 5, 3), rnd(2, 3, 3)}, func(tp *Tape, x []*Tensor) *Tensor { return tp.OrderViolation(x[0], x[1]) }},
 		{"crossentropy", []*Tensor{rnd(1, 4, 5)}, func(tp *Tape, x []*Tensor) *Tensor {
 			return tp.CrossEntropy(x[0], []int32{1, -100, 4, 0}, -100)
 		}},

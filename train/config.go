@@ -38,10 +38,12 @@ type LossType string
 const (
 	// LossAlignment is TERAN's: the hinge loss on the alignment score.
 	LossAlignment LossType = "alignment"
-	// LossMatching is TERN's: the hinge loss on the global score.
+	// LossMatching is TERN's and SEAM's: the hinge loss on the model's
+	// score of global vectors (TERN's CLS cosine; SEAM's order similarity
+	// or cosine, model.similarity).
 	LossMatching LossType = "matching"
-	// LossMatchingAlignment is TERN w. Align's: both hinge losses,
-	// weighted by learned uncertainties (Kendall et al.).
+	// LossMatchingAlignment is TERN w. Align's: the matching and alignment
+	// hinge losses, weighted by learned uncertainties (Kendall et al.).
 	LossMatchingAlignment LossType = "matching+alignment"
 )
 
@@ -171,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.Model.Name == "teran" && t.LossType != LossAlignment {
 		bad("training.loss-type", "teran trains with the alignment loss, not %q", t.LossType)
+	}
+	if c.Model.Name == "seam" && t.LossType != LossMatching {
+		bad("training.loss-type", "seam trains with the matching loss on its similarity, not %q", t.LossType)
 	}
 	switch t.Scheduler {
 	case "", "none", "steplr":

@@ -44,8 +44,9 @@ func TestBuiltinConfigs(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
-		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of teran, tern"},
-		{"training:\n  alignment-mode: MaxMax\n", "unknown scoring \"MaxMax\" (want global, MrSw, MwSr, Symm, MrAvgw)"},
+		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of seam, teran, tern"},
+		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n  hops: 2\n  attention-units: 8\nimage-model:\n  name: global\n", "seam trains with the matching loss"},
+		{"training:\n  alignment-mode: MaxMax\n", "unknown scoring \"MaxMax\" (want global, order, MrSw, MwSr, Symm, MrAvgw)"},
 		{"training:\n  alignment-mode: global\n", "training.alignment-mode: \"global\" is not an alignment pooling"},
 		{"training:\n  loss-type: triplet\n", "unknown loss type \"triplet\" (want alignment, matching, matching+alignment)"},
 		{"training:\n  loss-type: matching\n", "teran trains with the alignment loss"},

@@ -56,10 +56,12 @@ func UncertaintyWeighted(tp *tensor.Tape, logVars *tensor.Tensor, losses ...*ten
 
 // objective is the training loss that a config asks for, with its own
 // parameters (TERN w. Align's log-variances), which are trained and saved
-// beside the model's.
+// beside the model's. The encoders' penalties (Encoded.Penalty: SEAM's
+// attention penalty) are added to it.
 type objective struct {
 	loss         LossType
-	pooling      model.Scoring
+	pooling      model.Scoring // the alignment loss's pooling
+	scoring      model.Scoring // the model's own scoring: the matching loss's
 	margin       float32
 	maxViolation bool
 	warmup       int            // sum over negatives before this iteration
@@ -70,8 +72,10 @@ type objective struct {
 // checkpoints of the first format, where the model held them).
 const logVarsName = "loss.log_vars"
 
-func newObjective(t TrainingConfig) *objective {
-	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter}
+// newObjective returns the objective of t for a model that scores with
+// scoring (Model.Scoring).
+func newObjective(t TrainingConfig, scoring model.Scoring) *objective {
+	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, scoring: scoring, margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter}
 	if o.loss == LossMatchingAlignment {
 		o.logVars = tensor.New(2).SetRequiresGrad(true)
 	}
@@ -94,12 +98,19 @@ func (o *objective) Loss(tp *tensor.Tape, img, txt *model.Encoded, iter int) *te
 	hinge := func(s model.Scoring) *tensor.Tensor {
 		return ContrastiveLoss(tp, model.Similarity(tp, img, txt, s), o.margin, mv)
 	}
+	var loss *tensor.Tensor
 	switch o.loss {
 	case LossMatching:
-		return hinge(model.Global)
+		loss = hinge(o.scoring)
 	case LossMatchingAlignment:
-		return UncertaintyWeighted(tp, o.logVars, hinge(model.Global), hinge(o.pooling))
+		loss = UncertaintyWeighted(tp, o.logVars, hinge(o.scoring), hinge(o.pooling))
 	default:
-		return hinge(o.pooling)
+		loss = hinge(o.pooling)
 	}
+	for _, p := range []*tensor.Tensor{img.Penalty, txt.Penalty} {
+		if p != nil {
+			loss = tp.Add(loss, tp.Reshape(p))
+		}
+	}
+	return loss
 }

@@ -78,6 +78,8 @@ func TestModelGradients(t *testing.T) {
 		{"teran-gru", func(c *Config) { c.TextModel.Name = "gru" }},
 		{"teran-lstm", func(c *Config) { c.TextModel.Name = "lstm" }},
 		{"teran-transformer", func(c *Config) { c.TextModel.Name = "transformer" }},
+		{"seam-c-order-penalty", func(c *Config) { *c = seamGradConfig(t, "seam-c-penalty-small.yaml") }},
+		{"seam-g-cosine", func(c *Config) { *c = seamGradConfig(t, "seam-g-small.yaml"); c.Model.Similarity = model.Global }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -105,7 +107,7 @@ func TestModelGradients(t *testing.T) {
 				im.Boxes.Data[i] = rng.Float32()
 			}
 			tx := model.TextBatch(m, []string{"a red circle", "blue square left of a red circle", "a square"})
-			obj := newObjective(cfg.Training)
+			obj := newObjective(cfg.Training, m.Scoring())
 			if obj.logVars != nil {
 				copy(obj.logVars.Data, []float32{0.3, -0.2})
 			}
@@ -129,5 +131,77 @@ func TestModelGradients(t *testing.T) {
 				t.Fatal(fmt.Errorf("%w (params in order: first %s)", err, named[0].Name))
 			}
 		})
+	}
+}
+
+// seamGradConfig is a built-in SEAM config at a size for finite
+// differences, trained with the sum over negatives.
+func seamGradConfig(t *testing.T, name string) Config {
+	cfg, err := LoadConfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := &cfg.TextModel
+	tm.EmbedDim, tm.AttentionUnits, tm.Hops, tm.Filters, tm.Hidden = 5, 4, 2, 3, 4
+	cfg.Model.EmbedSize, cfg.ImageModel.FeatDim = 8, 6
+	cfg.Training.MaxViolation = false
+	return cfg
+}
+
+// TestAttentionPenaltyInLoss shows that SEAM's attention penalty is part
+// of what training minimises: with lambda > 0 the loss grows by the
+// penalty and the gradient of the attention weights by exactly the
+// penalty's gradient, which is not zero.
+func TestAttentionPenaltyInLoss(t *testing.T) {
+	cfg := seamGradConfig(t, "seam-e-penalty-small.yaml")
+	captions := []string{"a dog runs on the grass", "two dogs", "a man rides a red bike down a hill"}
+	tok, err := model.BuildTokenizer(cfg.ModelConfig(), captions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	im := model.Images{Feat: tensor.RandN(rng, 3, 1, 6)}
+	// run returns the objective's loss for a model with penalty weight
+	// lambda (the same weights for every lambda: they come from the seed)
+	// and the gradient of the first attention module's W1; with
+	// penaltyOnly, the penalty alone and its gradient.
+	run := func(lambda float32, penaltyOnly bool) (float32, []float32) {
+		mc := cfg.ModelConfig()
+		mc.TextModel.AttentionPenalty = lambda
+		m, err := model.New(mc, tok, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w1 *tensor.Tensor
+		for _, p := range m.Params() {
+			if p.Name == "txt_enc.attention.0.ws1.weight" {
+				w1 = p.T
+			}
+		}
+		tp := tensor.NewTape()
+		defer tp.Reset()
+		txt := m.EncodeTexts(tp, model.TextBatch(m, captions))
+		l := txt.Penalty
+		if !penaltyOnly {
+			l = newObjective(cfg.Training, m.Scoring()).Loss(tp, m.EncodeImages(tp, im), txt, 0)
+		}
+		tp.Backward(l)
+		return l.Item(), w1.Grad
+	}
+	l0, g0 := run(0, false)
+	l1, g1 := run(0.5, false)
+	p, gp := run(0.5, true)
+	if p <= 0 || math.Abs(float64(l1-l0-p)) > 1e-4*math.Max(1, float64(p)) {
+		t.Fatalf("loss %v without the penalty, %v with it: they differ by %v, want the penalty %v > 0", l0, l1, l1-l0, p)
+	}
+	var norm float64
+	for i := range gp {
+		norm += float64(gp[i]) * float64(gp[i])
+		if d := g1[i] - g0[i]; math.Abs(float64(d-gp[i])) > 1e-5+1e-3*math.Abs(float64(gp[i])) {
+			t.Fatalf("W1 gradient %d: %v without the penalty, %v with it; the difference %v is not the penalty's %v", i, g0[i], g1[i], d, gp[i])
+		}
+	}
+	if norm == 0 {
+		t.Fatal("the penalty does not change the attention's gradient")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/progress"
 )
@@ -165,6 +166,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
 		st.BestRSum, st.BestNDCG = -1, -1
 	}
+	eval.LogImageInput(m, trainSplit)
 	if err := atomicfile.WriteBytes(filepath.Join(o.Out, "config.yaml"), []byte(cfg.Marshal())); err != nil {
 		return nil, err
 	}

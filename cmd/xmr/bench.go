@@ -10,6 +10,7 @@ import (
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/bench/gemm"
 	"github.com/xmr-project/xmr/bench/rouge"
+	"github.com/xmr-project/xmr/bench/seamtext"
 	benchsearch "github.com/xmr-project/xmr/bench/search"
 	"github.com/xmr-project/xmr/bench/spice"
 	"github.com/xmr-project/xmr/bench/synth"
@@ -24,6 +25,7 @@ var benchmarks = []bench.Benchmark{
 	gemm.Benchmark,
 	rouge.Benchmark,
 	benchsearch.Benchmark,
+	seamtext.Benchmark,
 	spice.Benchmark,
 	synth.Benchmark,
 	trainstep.Benchmark,
@@ -48,6 +50,7 @@ func init() {
 		examples: `  xmr bench list
   xmr bench gemm
   xmr bench transformer --json
+  xmr bench seam-text 25 100 500
   xmr bench transformer --python /usr/bin/python3
   xmr bench gemm --no-peer`,
 		setFlags: func(fs *flag.FlagSet) {

@@ -38,11 +38,13 @@ func init() {
 		examples: `  xmr demo                          # about 6 minutes on 2 cores; writes ./xmr-demo
   xmr demo --time-budget 15m        # train longer for better recall
   xmr demo --config tern-small      # the same with TERN
+  xmr demo --config seam-e-small    # SEAM-E (the mean of each image's regions stands in for its global feature)
 
 It generates a synthetic world (shapes with captions and ground truth) in
 DIR/world, trains a small model in DIR/run, evaluates it on the test split
 with the papers' metrics, and draws DIR/alignment-*.png (each word's best
-region) and DIR/query-*.png (the top images for a caption).`,
+region; not for SEAM, which aligns no words with regions) and
+DIR/query-*.png (the top images for a caption).`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&demoFlags.dir, "dir", "xmr-demo", "working directory")
 			fs.IntVar(&demoFlags.n, "n", 6000, "images in the synthetic world")
@@ -129,12 +131,14 @@ func runDemo(ctx context.Context, args []string) error {
 			fmt.Fprintf(stdout, "    (no PNG images to draw: %v)\n", err)
 			break
 		}
-		words := overlayWords(split, c, i, model.MatchWords(res.Images, i, res.Texts, c), grounding)
-		path := filepath.Join(f.dir, fmt.Sprintf("alignment-%d.png", k+1))
-		if err := viz.SavePNG(path, viz.AlignmentOverlay(img, split.Captions[c], words, 4)); err != nil {
-			return err
+		if len(res.Images.Vecs) > 0 { // SEAM has no region or word vectors to align
+			words := overlayWords(split, c, i, model.MatchWords(res.Images, i, res.Texts, c), grounding)
+			path := filepath.Join(f.dir, fmt.Sprintf("alignment-%d.png", k+1))
+			if err := viz.SavePNG(path, viz.AlignmentOverlay(img, split.Captions[c], words, 4)); err != nil {
+				return err
+			}
+			files = append(files, path)
 		}
-		files = append(files, path)
 		// The caption's top 5 images.
 		column := make([]float32, split.NumImages())
 		for j := range column {
@@ -152,7 +156,7 @@ func runDemo(ctx context.Context, args []string) error {
 			labels = append(labels, fmt.Sprintf("#%d %.2f", r+1, h.Score))
 			relevant = append(relevant, h.Index == i)
 		}
-		path = filepath.Join(f.dir, fmt.Sprintf("query-%d.png", k+1))
+		path := filepath.Join(f.dir, fmt.Sprintf("query-%d.png", k+1))
 		if err := viz.SavePNG(path, viz.ResultGrid(split.Captions[c], cells, labels, relevant, 2)); err != nil {
 			return err
 		}

@@ -54,7 +54,7 @@ func init() {
 			fs.Var(&evalFlags.checkpoints, "checkpoint", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint); repeat for an ensemble: the similarities are averaged")
 			evalFlags.data.addTo(fs)
 			fs.StringVar(&evalFlags.split, "split", "test", "split of --data to evaluate")
-			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the models' scoring: global (CLS cosine), MrSw, MwSr, Symm or MrAvgw")
+			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the models' scoring: global (cosine of the global vectors), order (SEAM's order similarity), MrSw, MwSr, Symm or MrAvgw")
 			fs.StringVar(&evalFlags.saveSims, "save-sims", "", "write the (ensemble) similarity matrix to `SIMS.npy`")
 			fs.StringVar(&evalFlags.out, "out", "", "also write every metric as JSON to `FILE.json`")
 			fs.BoolVar(&evalFlags.noNDCG, "no-ndcg", false, "with --checkpoint, do not compute ROUGE-L/SPICE relevance for NDCG when no relevance file is given")
@@ -132,6 +132,7 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 			return err
 		}
 		cf.Close()
+		eval.LogImageInput(m, split)
 		models = append(models, m)
 	}
 	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Grounding: grounding}

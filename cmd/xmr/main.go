@@ -1,6 +1,7 @@
 // Command xmr is a cross-modal retrieval system: it generates a synthetic
 // world, converts datasets, trains and evaluates the image-text matching
-// models TERAN and TERN, and draws their word-region alignments.
+// models TERAN, TERN and SEAM, and draws TERAN's and TERN's word-region
+// alignments.
 //
 // Run "xmr help" for the list of subcommands and "xmr CMD -h" for the help of
 // one of them.
@@ -131,7 +132,7 @@ func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 }
 
 func printHelp(w io.Writer) {
-	fmt.Fprintf(w, "xmr: cross-modal image-text retrieval (TERAN, TERN)\n\nUsage: xmr COMMAND [flags] [args]\n\nCommands:\n")
+	fmt.Fprintf(w, "xmr: cross-modal image-text retrieval (TERAN, TERN, SEAM)\n\nUsage: xmr COMMAND [flags] [args]\n\nCommands:\n")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)

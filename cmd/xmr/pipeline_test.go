@@ -99,12 +99,50 @@ func TestTrainEvalPipeline(t *testing.T) {
 		})
 	}
 	_, stderr, code := run(t, "eval", "--checkpoint", filepath.Join(dir, "run-teran"), "--data", world, "--pooling", "bogus")
-	if code != 2 || !strings.Contains(stderr, "global, MrSw, MwSr, Symm, MrAvgw") {
+	if code != 2 || !strings.Contains(stderr, "global, order, MrSw, MwSr, Symm, MrAvgw") {
 		t.Fatalf("--pooling bogus: exit %d, stderr %q; want a usage error listing the scorings", code, stderr)
 	}
 	_, stderr, code = run(t, "eval", "--checkpoint", world, "--data", world)
 	if code != 1 || !strings.Contains(stderr, "without checkpoints") {
 		t.Fatalf("--checkpoint on a directory without checkpoints: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestSEAMPipeline trains SEAM-E (a built-in config) through the command
+// line on region features, which the output says it averages, and
+// evaluates it: no alignment accuracy (SEAM aligns no words with
+// regions), its order score overridable by the cosine but not by an
+// alignment pooling.
+func TestSEAMPipeline(t *testing.T) {
+	dir := t.TempDir()
+	world := filepath.Join(dir, "world")
+	if _, err := synth.Generate(context.Background(), world, synth.Config{N: 200, Seed: 2, Dim: 16, Regions: 6, Noise: 0.1, NoImages: true, Dev: 50, Test: 50}); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "run")
+	_, stderr, code := run(t, "train", "--config", "seam-e-small", "--data", world, "--out", runDir, "--max-iters", "3", "--val-images", "50")
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "the mean of each image's valid regions stands in") {
+		t.Errorf("train on region features did not say that their mean stands in:\n%s", stderr)
+	}
+	stdout, stderr, code := run(t, "eval", "--checkpoint", runDir, "--data", world, "--json", "--no-ndcg")
+	if code != 0 {
+		t.Fatalf("eval: exit %d: %s", code, stderr)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("eval --json printed %q: %v", stdout, err)
+	}
+	if _, ok := rep["alignment"]; ok || rep["images"] != 50.0 || !strings.Contains(stderr, "stands in") {
+		t.Errorf("eval --json: %v (stderr %q), want 50 images, no alignment accuracy and the note on region features", rep, stderr)
+	}
+	if _, stderr, code := run(t, "eval", "--checkpoint", runDir, "--data", world, "--pooling", "global", "--no-ndcg"); code != 0 {
+		t.Fatalf("eval --pooling global: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := run(t, "eval", "--checkpoint", runDir, "--data", world, "--pooling", "MrSw", "--no-ndcg"); code != 1 || !strings.Contains(stderr, "global vectors only") {
+		t.Fatalf("eval --pooling MrSw of SEAM: exit %d, stderr %q; want an error", code, stderr)
 	}
 }
 
