@@ -76,8 +76,7 @@ func runDemo(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "2/4 training %s (%s) for %v in %s\n", f.config, cfg.Model.Name, f.timeBudget, run)
-		os.RemoveAll(run)
-		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, ValImages: 500})
+		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, ValImages: 500, Overwrite: true})
 		if err != nil {
 			return err
 		}
