@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/xmr-project/xmr/configs"
@@ -120,55 +121,174 @@ func ParseConfig(b []byte) (Config, error) {
 // Marshal returns the config as YAML (stored in checkpoints).
 func (c Config) Marshal() string { return configs.Marshal(c) }
 
-// Validate checks the values a model needs and says which key is wrong and
-// what the valid values are.
+// Limits on the sizes a config may ask for. They are far above any model
+// of the papers (BERT-large is 1024 wide with 24 layers) and keep nonsense
+// such as "embed-size: 2000000000" from reaching an allocation; the memory
+// estimate (package train) decides what fits the machine.
+const (
+	// MaxWidth bounds every width, feed-forward size and feature dimension.
+	MaxWidth = 1 << 16
+	// MaxLayers bounds every layer count.
+	MaxLayers = 256
+	// MaxHeads bounds every attention head count.
+	MaxHeads = 1024
+	// MaxVocab bounds vocabulary and position-table sizes.
+	MaxVocab = 1 << 22
+)
+
+// imageModels lists the valid ImageConfig.Name values.
+var imageModels = []string{"bottomup"}
+
+// Validate checks every field: names against their valid values (listed in
+// the error), sizes against their ranges, and the sizes that must agree
+// (heads dividing widths, caption length within BERT's positions). The
+// error says which key is wrong; several problems are joined with "; ".
 func (c Config) Validate() error {
 	var errs []string
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
 	}
 	oneOf := func(key, v string, valid []string) {
-		for _, ok := range valid {
-			if v == ok {
-				return
+		if !slices.Contains(valid, v) {
+			bad(key, "%q is not one of %s", v, strings.Join(valid, ", "))
+		}
+	}
+	between := func(key string, v, lo, hi int) {
+		if v < lo || v > hi {
+			bad(key, "%d is out of range [%d, %d]", v, lo, hi)
+		}
+	}
+	dropout := func(key string, p float32) {
+		if !(p >= 0 && p < 1) { // also catches NaN
+			bad(key, "%v is not a probability in [0, 1)", p)
+		}
+	}
+	divides := func(key string, heads int, widthKey string, width int) {
+		if heads > 0 && width%heads != 0 {
+			bad(key, "%d does not divide %s %d", heads, widthKey, width)
+		}
+	}
+	tm, im, jm := c.TextModel, c.ImageModel, c.Model
+
+	oneOf("text-model.name", tm.Name, textEncoders)
+	if tm.Pretrain != "" && tm.Name != "bert" {
+		bad("text-model.pretrain", "a pretrained BERT directory goes with name bert, not %q", tm.Name)
+	}
+	between("text-model.vocab-size", tm.VocabSize, 0, MaxVocab)
+	dropout("text-model.dropout", tm.Dropout)
+	switch tm.Name {
+	case "bert":
+		between("text-model.word-dim", tm.WordDim, 1, MaxWidth)
+		between("text-model.extraction-hidden-layer", tm.ExtractionHiddenLayer, 1, MaxLayers)
+		if tm.Pretrain == "" { // a pretrained BERT brings its own sizes
+			between("text-model.heads", tm.Heads, 1, MaxHeads)
+			between("text-model.ff", tm.FF, 1, MaxWidth)
+			between("text-model.max-positions", tm.MaxPositions, 2, MaxVocab)
+			divides("text-model.heads", tm.Heads, "word-dim", tm.WordDim)
+			if c.MaxCaptionTokens > tm.MaxPositions || (c.MaxCaptionTokens == 0 && tm.MaxPositions > 0) {
+				bad("max-caption-tokens", "%d: BERT has %d positions (text-model.max-positions), so captions must be cut at most there", c.MaxCaptionTokens, tm.MaxPositions)
 			}
 		}
-		bad(key, "%q is not one of %s", v, strings.Join(valid, ", "))
+	case "gru", "lstm":
+		between("text-model.layers", tm.Layers, 0, MaxLayers)
+		between("text-model.embed-dim", tm.EmbedDim, 1, MaxWidth)
+		between("text-model.hidden", tm.Hidden, 1, MaxWidth)
+	case "transformer":
+		between("text-model.layers", tm.Layers, 0, MaxLayers)
+		between("text-model.embed-dim", tm.EmbedDim, 1, MaxWidth)
+		between("text-model.heads", tm.Heads, 0, MaxHeads)
+		between("text-model.ff", tm.FF, 0, MaxWidth)
+		divides("text-model.heads", tm.Heads, "embed-dim", tm.EmbedDim)
 	}
-	oneOf("text-model.name", c.TextModel.Name, textEncoders)
-	oneOf("image-model.pos-encoding", c.ImageModel.PosEncoding, posEncodings)
-	oneOf("model.name", c.Model.Name, Names())
+
+	oneOf("image-model.name", im.Name, imageModels)
+	oneOf("image-model.pos-encoding", im.PosEncoding, posEncodings)
+	between("image-model.feat-dim", im.FeatDim, 1, MaxWidth)
+	between("image-model.hidden", im.Hidden, 1, MaxWidth)
+	between("image-model.transformer-layers", im.TransformerLayers, 0, MaxLayers)
+	between("image-model.heads", im.Heads, 1, MaxHeads)
+	between("image-model.ff", im.FF, 1, MaxWidth)
+	dropout("image-model.dropout", im.Dropout)
+	divides("image-model.heads", im.Heads, "hidden", im.Hidden)
+
+	oneOf("model.name", jm.Name, Names())
+	between("model.embed-size", jm.EmbedSize, 1, MaxWidth)
+	between("model.layers", jm.Layers, 0, MaxLayers)
+	between("model.heads", jm.Heads, 1, MaxHeads)
+	between("model.ff", jm.FF, 1, MaxWidth)
+	dropout("model.dropout", jm.Dropout)
+	divides("model.heads", jm.Heads, "embed-size", jm.EmbedSize)
+
 	if !c.Pooling.Alignment() {
 		bad("pooling", "%q is not an alignment pooling (%s)", c.Pooling, joinScorings(alignmentPoolings))
 	}
-	pos := func(key string, v int) {
-		if v <= 0 {
-			bad(key, "must be positive, is %d", v)
-		}
-	}
-	pos("model.embed-size", c.Model.EmbedSize)
-	pos("model.heads", c.Model.Heads)
-	pos("model.ff", c.Model.FF)
-	pos("image-model.feat-dim", c.ImageModel.FeatDim)
-	pos("image-model.hidden", c.ImageModel.Hidden)
-	pos("image-model.heads", c.ImageModel.Heads)
-	pos("text-model.word-dim", c.TextModel.WordDim)
-	if c.MaxCaptionTokens < 0 || c.MaxCaptionTokens == 1 {
-		bad("max-caption-tokens", "must be 0 (no limit) or at least 2, is %d", c.MaxCaptionTokens)
-	}
-	if c.Model.Heads > 0 && c.Model.EmbedSize%c.Model.Heads != 0 {
-		bad("model.heads", "%d does not divide embed-size %d", c.Model.Heads, c.Model.EmbedSize)
-	}
-	if c.ImageModel.Heads > 0 && c.ImageModel.Hidden%c.ImageModel.Heads != 0 {
-		bad("image-model.heads", "%d does not divide hidden %d", c.ImageModel.Heads, c.ImageModel.Hidden)
-	}
-	if c.TextModel.Name == "bert" && c.TextModel.Pretrain == "" && c.TextModel.WordDim%max(c.TextModel.Heads, 1) != 0 {
-		bad("text-model.heads", "%d does not divide word-dim %d", c.TextModel.Heads, c.TextModel.WordDim)
+	if c.MaxCaptionTokens < 0 || c.MaxCaptionTokens == 1 || c.MaxCaptionTokens > MaxVocab {
+		bad("max-caption-tokens", "must be 0 (no limit) or in [2, %d], is %d", MaxVocab, c.MaxCaptionTokens)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// NumParams returns the number of scalar parameters the model of c has,
+// computed from the sizes alone (nothing is allocated): what the memory
+// estimate of a training run starts from. For a pretrained BERT it counts
+// the sizes the config gives (a loaded model records the real ones). It is
+// a float64 because nonsense sizes overflow an int; Validate bounds them.
+func (c Config) NumParams() float64 {
+	f := func(v int) float64 { return float64(v) }
+	linear := func(in, out float64) float64 { return in*out + out }
+	// A post-norm transformer layer: attention (in-projection 3d x d and
+	// out-projection), two feed-forward linears, two layer norms.
+	layer := func(d, ff float64) float64 { return 4*d*d + 4*d + linear(d, ff) + linear(ff, d) + 4*d }
+	tm, im, jm := c.TextModel, c.ImageModel, c.Model
+
+	var text, textOut float64
+	switch tm.Name {
+	case "bert":
+		d := f(tm.WordDim)
+		text = (f(tm.VocabSize)+f(tm.MaxPositions)+2)*d + 2*d + f(tm.ExtractionHiddenLayer)*layer(d, f(tm.FF))
+		textOut = d
+	case "gru", "lstm":
+		gates, dirs := 3.0, 1.0
+		if tm.Name == "lstm" {
+			gates = 4
+		}
+		if tm.Bidirectional {
+			dirs = 2
+		}
+		h := f(tm.Hidden)
+		text = f(tm.VocabSize) * f(tm.EmbedDim)
+		for l := range max(tm.Layers, 1) {
+			in := f(tm.EmbedDim)
+			if l > 0 {
+				in = h * dirs
+			}
+			text += dirs * (gates*h*in + gates*h*h + 2*gates*h)
+		}
+		textOut = h * dirs
+	default: // transformer
+		d := f(tm.EmbedDim)
+		text = f(tm.VocabSize)*d + f(max(tm.Layers, 1))*layer(d, f(max(tm.FF, 1)))
+		textOut = d
+	}
+	inDim := f(im.FeatDim)
+	if im.PosEncoding == "concat-and-process" {
+		inDim += 5
+	}
+	h, e := f(im.Hidden), f(jm.EmbedSize)
+	n := linear(inDim, h) + linear(h, h) + f(im.TransformerLayers)*layer(h, f(im.FF))
+	n += text + linear(h, e) + linear(textOut, e)
+	finals := 2.0
+	if jm.SharedTransformer {
+		finals = 1
+	}
+	n += finals * f(jm.Layers) * layer(e, f(jm.FF))
+	if jm.Name == "tern" {
+		n += h // the learned I-CLS slot
+	}
+	return n
 }
 
 // TokenizerKind returns "wordpiece" for BERT models and "words" otherwise.

@@ -24,6 +24,7 @@ func tinyConfig(edit func(*Config)) Config {
 	cfg.TextModel = TextConfig{Name: "bert", WordDim: 8, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 8, MaxPositions: 16,
 		EmbedDim: 8, Hidden: 4, Bidirectional: true, Layers: 1}
 	cfg.Model = JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
+	cfg.MaxCaptionTokens = 16 // within BERT's 16 positions
 	if edit != nil {
 		edit(&cfg)
 	}

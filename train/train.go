@@ -217,6 +217,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		sized := cfg
+		if sized.TextModel.Pretrain == "" {
+			sized.TextModel.VocabSize = tok.Vocab().Len()
+		}
+		regions, _ := trainSplit.Images.Dims()
+		est := EstimateMemory(sized, regions)
+		slog.Info("memory estimate", "estimate", est.String())
+		if err := checkMemory(est); err != nil {
+			return nil, err
+		}
 		if m, err = model.New(mc, tok, cfg.Training.Seed); err != nil {
 			return nil, err
 		}
