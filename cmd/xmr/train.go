@@ -74,6 +74,12 @@ func runTrain(ctx context.Context, args []string) error {
 	if f.out == "" {
 		return usageErrorf("--out is required")
 	}
+	if f.resume && f.overwrite {
+		return usageErrorf("--resume and --overwrite exclude each other")
+	}
+	if f.checkpointEvery < 0 || f.checkpointIters < 0 {
+		return usageErrorf("--checkpoint-every and --checkpoint-iters must not be negative")
+	}
 	src, err := f.data.source()
 	if err != nil {
 		return err
@@ -100,12 +106,6 @@ func runTrain(ctx context.Context, args []string) error {
 		// The checkpoint carries the config.
 	default:
 		return usageErrorf("--config is required (or --resume)")
-	}
-	if f.resume && f.overwrite {
-		return usageErrorf("--resume and --overwrite exclude each other")
-	}
-	if f.checkpointEvery < 0 || f.checkpointIters < 0 {
-		return usageErrorf("--checkpoint-every and --checkpoint-iters must not be negative")
 	}
 	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
 		Resume: f.resume, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
