@@ -74,6 +74,12 @@ func Open(path string) (*File, error) {
 	return cf, nil
 }
 
+// OpenBytes validates data, the content of a safetensors file held in
+// memory (embedded, downloaded, or a test's), as Open validates a file;
+// name stands for the path in errors. The File reads data in place, which
+// must not change while it is open.
+func OpenBytes(name string, data []byte) (*File, error) { return newFile(name, data) }
+
 // newFile validates data, the content of the file at path.
 func newFile(path string, data []byte) (*File, error) {
 	h, err := parseHeader(data, int64(len(data)))

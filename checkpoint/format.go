@@ -251,9 +251,11 @@ func checkInfo(name string, ri rawInfo) (Info, error) {
 
 // checkTiling verifies that the tensors cover [0, dataLen) back to back.
 func checkTiling(h *header, dataLen int64) error {
+	// From the sorted names, not the map: a map's random order would make
+	// the sort's work, and the fuzzer's coverage, differ from run to run.
 	byOff := make([]Info, 0, len(h.infos))
-	for _, in := range h.infos {
-		byOff = append(byOff, in)
+	for _, name := range h.names {
+		byOff = append(byOff, h.infos[name])
 	}
 	sort.Slice(byOff, func(i, j int) bool {
 		a, b := byOff[i], byOff[j]

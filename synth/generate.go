@@ -802,8 +802,9 @@ type alignRecord struct {
 	Words   []WordRef `json:"words"`
 }
 
-// sceneRecord is one line of {split}_scenes.jsonl.
-type sceneRecord struct {
+// SceneRecord is one line of {split}_scenes.jsonl: an image's scene as
+// generated (see docs/synth.md).
+type SceneRecord struct {
 	Image      int            `json:"image"`
 	ID         string         `json:"id"`
 	Family     string         `json:"family"`
@@ -813,10 +814,13 @@ type sceneRecord struct {
 	Height     int            `json:"height"`
 	Background string         `json:"background"`
 	NRegions   int            `json:"nregions"`
-	Objects    []objectRecord `json:"objects"`
+	Objects    []ObjectRecord `json:"objects"`
 }
 
-type objectRecord struct {
+// ObjectRecord is one object of a SceneRecord: what it is, where it is
+// drawn (centre, radius, angle, grid cell, pixel box) and the region
+// proposal that covers it best.
+type ObjectRecord struct {
 	Category string  `json:"category"`
 	Colour   string  `json:"colour"`
 	Size     string  `json:"size"`
@@ -837,9 +841,9 @@ var cellNames = [3][3]string{
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
-func sceneRecordOf(img *Image) sceneRecord {
+func sceneRecordOf(img *Image) SceneRecord {
 	s := &img.Scene
-	rec := sceneRecord{Image: img.Index, ID: img.ID, Family: IDOf(s.Family), Variant: s.Variant, Change: s.Change,
+	rec := SceneRecord{Image: img.Index, ID: img.ID, Family: IDOf(s.Family), Variant: s.Variant, Change: s.Change,
 		Width: ImageWidth, Height: ImageHeight, Background: Backgrounds[s.Background].Name, NRegions: len(img.Regions)}
 	for _, o := range s.Objects {
 		size := "small"
@@ -847,7 +851,7 @@ func sceneRecordOf(img *Image) sceneRecord {
 			size = "large"
 		}
 		row, col := min(2, int(3*o.Y/ImageHeight)), min(2, int(3*o.X/ImageWidth))
-		rec.Objects = append(rec.Objects, objectRecord{
+		rec.Objects = append(rec.Objects, ObjectRecord{
 			Category: Categories[o.Category].Name, Colour: Colours[o.Colour].Name, Size: size,
 			X: round2(o.X), Y: round2(o.Y), Radius: round2(o.Radius), Angle: round2(o.Angle),
 			Cell: cellNames[row][col], Box: o.Box, Region: o.Region,

@@ -198,7 +198,7 @@ func TestLayout(t *testing.T) {
 				t.Fatalf("%s align line %d: caption %d image %d", sp.Name, k, rec.Caption, rec.Image)
 			}
 		}
-		var rec sceneRecord
+		var rec SceneRecord
 		if err := json.Unmarshal([]byte(scenes[0]), &rec); err != nil || rec.ID != ids[0] || len(rec.Objects) < 2 {
 			t.Errorf("%s scenes line 0: %v %+v", sp.Name, err, rec)
 		}
