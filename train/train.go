@@ -270,7 +270,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.MaxIters > 0 {
 		totalIters = min(totalIters, o.MaxIters)
 	}
-	bar := progress.New("train", int64(totalIters), "it")
+	var barOpts []progress.Option
+	if o.TimeBudget > 0 {
+		// The run ends at the budget whatever the epochs say: show its ETA.
+		barOpts = append(barOpts, progress.Deadline(time.Now().Add(o.TimeBudget-time.Duration(st.Elapsed*float64(time.Second)))))
+	}
+	bar := progress.New("train", int64(totalIters), "it", barOpts...)
 	bar.Add(int64(st.Iter))
 	start := time.Now()
 	elapsedBefore := st.Elapsed
