@@ -185,7 +185,10 @@ func (c Config) Validate() error {
 			between("text-model.ff", tm.FF, 1, MaxWidth)
 			between("text-model.max-positions", tm.MaxPositions, 2, MaxVocab)
 			divides("text-model.heads", tm.Heads, "word-dim", tm.WordDim)
-			if c.MaxCaptionTokens > tm.MaxPositions || (c.MaxCaptionTokens == 0 && tm.MaxPositions > 0) {
+			switch {
+			case c.MaxCaptionTokens == 0 && tm.MaxPositions > 0:
+				bad("max-caption-tokens", "0 (no limit) lets captions run past BERT's %d positions (text-model.max-positions): give a length of at most %d", tm.MaxPositions, tm.MaxPositions)
+			case c.MaxCaptionTokens > tm.MaxPositions:
 				bad("max-caption-tokens", "%d: BERT has %d positions (text-model.max-positions), so captions must be cut at most there", c.MaxCaptionTokens, tm.MaxPositions)
 			}
 		}

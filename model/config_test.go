@@ -73,7 +73,7 @@ func TestValidate(t *testing.T) {
 		{"image ff", func(c *Config) { c.ImageModel.FF = 0 }, "image-model.ff: 0 is out of range"},
 		{"bert layers", func(c *Config) { c.TextModel.ExtractionHiddenLayer = 0 }, "text-model.extraction-hidden-layer: 0 is out of range [1, 256]"},
 		{"bert heads", func(c *Config) { c.TextModel.Heads = 5 }, "text-model.heads: 5 does not divide word-dim 8"},
-		{"max tokens 0 with bert", func(c *Config) { c.MaxCaptionTokens = 0 }, "max-caption-tokens: 0: BERT has 16 positions"},
+		{"max tokens 0 with bert", func(c *Config) { c.MaxCaptionTokens = 0 }, "max-caption-tokens: 0 (no limit) lets captions run past BERT's 16 positions"},
 		{"max tokens past positions", func(c *Config) { c.MaxCaptionTokens = 17 }, "max-caption-tokens: 17: BERT has 16 positions"},
 		{"max tokens 1", func(c *Config) { c.MaxCaptionTokens = 1 }, "max-caption-tokens: must be 0 (no limit) or in [2,"},
 		{"gru hidden", func(c *Config) { c.TextModel.Name = "gru"; c.TextModel.Hidden = 0 }, "text-model.hidden: 0 is out of range"},
