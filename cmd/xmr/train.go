@@ -111,8 +111,11 @@ func runTrain(ctx context.Context, args []string) error {
 		Resume: f.resume, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
 		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters})
 	var intr *train.Interrupted
-	if errors.As(err, &intr) {
+	switch {
+	case errors.As(err, &intr):
 		return fmt.Errorf("%w\ncontinue with:\n  %s", err, resumeCommand(f))
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return &interruptedError{err: err, msg: fmt.Sprintf("interrupted before the first step; %s is as it was: run the same command again", f.out)}
 	}
 	if err != nil {
 		return err
