@@ -18,22 +18,29 @@ import (
 type MemoryEstimate struct {
 	// Params is the number of model parameters (model.Config.NumParams).
 	Params float64
-	// Weights, Optimizer and Activations are bytes: the weights; their
-	// gradients and Adam's moments; what one step's forward and backward
-	// passes hold.
-	Weights, Optimizer, Activations float64
+	// Weights, Optimizer, Activations, Headroom and Base are bytes: the
+	// weights; their gradients and Adam's moments; what one step's forward
+	// and backward passes hold; the garbage collector's headroom over
+	// these three (half of them: the heap grows past the live data between
+	// collections); and what a run holds whatever the model (the Go
+	// runtime, the text tables, the validation set and its relevance
+	// matrices).
+	Weights, Optimizer, Activations, Headroom, Base float64
 	// BatchSize, Regions and Tokens are the batch's shape the activations
 	// are estimated for.
 	BatchSize, Regions, Tokens int
 }
 
 // Total returns the estimate in bytes.
-func (e MemoryEstimate) Total() float64 { return e.Weights + e.Optimizer + e.Activations }
+func (e MemoryEstimate) Total() float64 {
+	return e.Weights + e.Optimizer + e.Activations + e.Headroom + e.Base
+}
 
 // String words the estimate and its parts.
 func (e MemoryEstimate) String() string {
-	return fmt.Sprintf("about %s (%.3g parameters: weights %s, gradients and Adam moments %s; activations of a batch of %d with %d regions and %d tokens %s)",
-		bytesString(e.Total()), e.Params, bytesString(e.Weights), bytesString(e.Optimizer), e.BatchSize, e.Regions, e.Tokens, bytesString(e.Activations))
+	return fmt.Sprintf("about %s (%.3g parameters: weights %s, gradients and Adam moments %s; activations of a batch of %d with %d regions and %d tokens %s; garbage collector's headroom %s; runtime and validation %s)",
+		bytesString(e.Total()), e.Params, bytesString(e.Weights), bytesString(e.Optimizer), e.BatchSize, e.Regions, e.Tokens,
+		bytesString(e.Activations), bytesString(e.Headroom), bytesString(e.Base))
 }
 
 // EstimateMemory estimates the memory of training c on images of regions
@@ -41,8 +48,11 @@ func (e MemoryEstimate) String() string {
 // estimate of what the tape keeps per layer (inputs, attention maps,
 // feed-forward hidden values, and for the alignment loss TERAN's
 // region-word similarities of every image-caption pair of the batch), and
-// as much again for their gradients. Nonsense sizes give huge numbers,
-// never an overflow.
+// as much again for their gradients, plus half of all that for the garbage
+// collector's headroom, plus a fixed base. Checked against the peak RSS of
+// teran-mrsw-small on 8 regions (batch sizes 32, 64 and 128: measured
+// 499-531, 853-1002 and 1325-1339 MiB in several runs; estimated 686,
+// 1016 and 1804 MiB). Nonsense sizes give huge numbers, never an overflow.
 func EstimateMemory(c Config, regions int) MemoryEstimate {
 	f := func(v int) float64 { return float64(v) }
 	mc := c.ModelConfig()
@@ -86,16 +96,24 @@ func EstimateMemory(c Config, regions int) MemoryEstimate {
 		acts += 3 * b * b * r * t
 	}
 	acts += 4 * b * b * e
-	return MemoryEstimate{
+	est := MemoryEstimate{
 		Params:      p,
 		Weights:     4 * p,
 		Optimizer:   12 * p, // a gradient and Adam's two moments per weight
 		Activations: 2 * 4 * acts,
+		Base:        baseMemory,
 		BatchSize:   c.Training.BatchSize,
 		Regions:     regions,
 		Tokens:      int(t),
 	}
+	est.Headroom = 0.5 * (est.Weights + est.Optimizer + est.Activations)
+	return est
 }
+
+// baseMemory is what a training run holds whatever its model: the Go
+// runtime and binary, the text tables, the validation set with its
+// relevance matrices (measured: about 250 MiB on the small configs).
+const baseMemory = 320 << 20
 
 // Memory is what the machine can give a run, in bytes.
 type Memory struct {
