@@ -88,3 +88,46 @@ func TestShellJoin(t *testing.T) {
 		}
 	}
 }
+
+// TestSynthCtrlC sends SIGINT to xmr synth: it must exit 130 saying that
+// nothing was kept, and leave no file under a final name.
+func TestSynthCtrlC(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "world")
+	guard := make(chan os.Signal, 1)
+	signal.Notify(guard, syscall.SIGINT)
+	defer signal.Stop(guard)
+	type result struct {
+		stderr string
+		code   int
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, e, c := run(t, "synth", "-n", "20000", "--dim", "16", "--out", out)
+		done <- result{e, c}
+	}()
+	// Wait until it writes its temporary files, then interrupt.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		entries, _ := os.ReadDir(out)
+		if len(entries) > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("synth wrote nothing in a minute")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != exitInterrupted || !strings.Contains(r.stderr, "interrupted; nothing was written under a final name") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if e.Name() != "xmr.lock" && !strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("left under a final name: %s", e.Name())
+		}
+	}
+}
