@@ -334,7 +334,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("interrupted at iteration %d, and saving %s failed: %w", st.Iter, lastPath, err)
 		}
 		slog.Info("interrupted; saved the run", "iter", st.Iter, "checkpoint", lastPath)
-		return nil, &Interrupted{Checkpoint: lastPath, Iter: st.Iter, Err: context.Cause(ctx)}
+		return nil, &Interrupted{Checkpoint: lastPath, Iter: st.Iter, Err: ctx.Err()}
 	}
 	// validateOrStop validates; when the context ends during validation,
 	// the step is kept all the same, and a resumed run validates first.
@@ -452,7 +452,7 @@ type Interrupted struct {
 	Checkpoint string
 	// Iter is the number of iterations done and saved.
 	Iter int
-	// Err is the context's error or cause.
+	// Err is the context's error.
 	Err error
 }
 
