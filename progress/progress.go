@@ -140,7 +140,8 @@ func (b *Bar) etaLocked(now time.Time) string {
 	return byRate.Round(time.Second).String()
 }
 
-// Finish marks the work complete and logs a summary line.
+// Finish ends the bar and logs a summary line. A bar stopped before its
+// total (a time budget) is left where it stopped, not filled.
 func (b *Bar) Finish() {
 	if b == nil {
 		return
@@ -152,7 +153,14 @@ func (b *Bar) Finish() {
 	}
 	b.finished = true
 	if b.bar != nil {
-		b.bar.Finish()
+		if b.done >= b.total {
+			b.bar.Finish()
+		} else {
+			// Stopped early (a time budget): leave the bar where it is
+			// rather than fill it.
+			b.bar.Exit()
+			fmt.Fprintln(os.Stderr)
+		}
 	}
 	el := time.Since(b.start)
 	slog.Info(b.desc+" done", "count", b.done, "unit", b.unit, "elapsed", el.Round(time.Millisecond), "rate", fmt.Sprintf("%.1f %s/s", float64(b.done)/el.Seconds(), b.unit))
