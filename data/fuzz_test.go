@@ -145,3 +145,39 @@ func FuzzReadCaptions(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadSizes: any bytes fail cleanly or give positive, finite sizes.
+func FuzzReadSizes(f *testing.F) {
+	for _, s := range []string{"1 640 480\n2 500 375\n", "# c\n\nx 1 1", "1 0 1", "1 1e39 1", "1 1 1\n1 2 2"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ReadSizes(bytes.NewReader(b), "sizes.txt")
+		if err != nil {
+			return
+		}
+		for id, wh := range m {
+			if !(wh[0] > 0 && wh[1] > 0) || !isFinite32(wh[0]) || !isFinite32(wh[1]) {
+				t.Fatalf("image %q: size %v", id, wh)
+			}
+		}
+	})
+}
+
+// FuzzCOCOSizes: any bytes fail cleanly or give positive, finite sizes.
+func FuzzCOCOSizes(f *testing.F) {
+	f.Add([]byte(`{"info": {}, "images": [{"id": 9, "width": 640, "height": 480, "file_name": "x.jpg"}], "annotations": [{"id": 1}]}`))
+	f.Add([]byte(`{"images": [{"id": 1, "width": 1e300, "height": 1}]}`))
+	f.Add([]byte(`{"images": []}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m := map[string][2]float32{}
+		if err := decodeCOCOSizes(bytes.NewReader(b), "captions.json", m); err != nil {
+			return
+		}
+		for id, wh := range m {
+			if !(wh[0] > 0 && wh[1] > 0) || !isFinite32(wh[0]) || !isFinite32(wh[1]) {
+				t.Fatalf("image %q: size %v", id, wh)
+			}
+		}
+	})
+}
