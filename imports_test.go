@@ -30,7 +30,7 @@ var boundaries = []struct {
 		forbidden: []string{"train"},
 	},
 	{
-		pkgs:      []string{"npy", "mmap", "atomicfile", "progress"},
+		pkgs:      []string{"npy", "mmap", "atomicfile", "lockfile", "progress"},
 		forbidden: []string{"data", "eval", "model", "train", "tensor", "nn", "synth", "checkpoint"},
 	},
 }

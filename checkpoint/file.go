@@ -74,6 +74,12 @@ func Open(path string) (*File, error) {
 	return cf, nil
 }
 
+// OpenBytes validates data, the content of a safetensors file held in
+// memory (embedded, downloaded, or a test's), as Open validates a file;
+// name stands for the path in errors. The File reads data in place, which
+// must not change while it is open.
+func OpenBytes(name string, data []byte) (*File, error) { return newFile(name, data) }
+
 // newFile validates data, the content of the file at path.
 func newFile(path string, data []byte) (*File, error) {
 	h, err := parseHeader(data, int64(len(data)))
@@ -115,6 +121,40 @@ func (f *File) Metadata() map[string]string {
 	return m
 }
 
+// HasChecksums reports whether the file records the CRC-32C of its tensors
+// (MetaChecksums), which Tensor and LoadInto then verify. Files written by
+// other tools, and by xmr before checksums, have none.
+func (f *File) HasChecksums() bool { return f.h.sums != nil }
+
+// Verify checks every tensor's data against its recorded checksum; it
+// does nothing for a file without checksums. The error names the tensor.
+func (f *File) Verify() error {
+	if f.data == nil {
+		return f.errorf("file is closed")
+	}
+	for _, name := range f.h.names {
+		if err := f.verify(f.h.infos[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// raw returns the bytes of a tensor's data.
+func (f *File) raw(in Info) []byte { return f.data[f.h.dataStart+in.Begin : f.h.dataStart+in.End] }
+
+// verify checks a tensor's data against its checksum, if the file has
+// checksums.
+func (f *File) verify(in Info) error {
+	if f.h.sums == nil {
+		return nil
+	}
+	if err := f.h.sums.Verify(in.Name, f.raw(in)); err != nil {
+		return f.errorf("tensor %v (the file is damaged: restore it or use another checkpoint)", err)
+	}
+	return nil
+}
+
 // Info describes the named tensor; ok is false when the file lacks it.
 func (f *File) Info(name string) (info Info, ok bool) {
 	in, ok := f.h.infos[name]
@@ -127,11 +167,18 @@ func (f *File) errorf(format string, args ...any) error {
 }
 
 // Tensor returns a float32 copy of the named tensor and its shape,
-// converting F16, BF16 and F64 data.
+// converting F16, BF16 and F64 data, after verifying its checksum when the
+// file has checksums.
 func (f *File) Tensor(name string) ([]float32, []int, error) {
 	in, ok := f.h.infos[name]
 	if !ok {
 		return nil, nil, f.errorf("no tensor %q", name)
+	}
+	if f.data == nil {
+		return nil, nil, f.errorf("tensor %q: file is closed", in.Name)
+	}
+	if err := f.verify(in); err != nil {
+		return nil, nil, err
 	}
 	dst := make([]float32, in.Numel())
 	if err := f.read(in, dst); err != nil {
@@ -145,8 +192,7 @@ func (f *File) read(in Info, dst []float32) error {
 	if f.data == nil {
 		return f.errorf("tensor %q: file is closed", in.Name)
 	}
-	raw := f.data[f.h.dataStart+in.Begin : f.h.dataStart+in.End]
-	if err := decode(dst, raw, in.DType); err != nil {
+	if err := decode(dst, f.raw(in), in.DType); err != nil {
 		return f.errorf("tensor %q: %v", in.Name, err)
 	}
 	return nil
@@ -167,9 +213,11 @@ type LoadOptions struct {
 
 // LoadInto fills the Data of every wanted entry from the file's tensor of
 // the same name (after Rename), checking that each shape matches exactly and
-// converting F16, BF16 and F64 data. It checks everything before writing
-// anything: on error no entry has changed, and the error lists every
-// problem, one per line, for example
+// converting F16, BF16 and F64 data. It verifies each tensor's checksum
+// (when the file has checksums) and refuses NaN and infinite values, which
+// no trained weight holds. It checks everything before writing anything: on
+// error no entry has changed, and the error lists every problem, one per
+// line, for example
 //
 //	checkpoint run/best.safetensors: tensor "img_enc.layers.0.linear1.weight": shape [2048 1024] in file, model expects [1024 2048]
 //	checkpoint run/best.safetensors: 1 tensor missing from the file: "txt_enc.fc.bias"
@@ -220,6 +268,12 @@ func (f *File) LoadInto(want []Entry, opts LoadOptions) error {
 			errs = append(errs, f.errorf("tensor %s: shape %v in file, model expects %v", label(fn, e.Name), in.Shape, e.Shape))
 		} else if !in.Float32() {
 			errs = append(errs, f.errorf("tensor %s: dtype %s cannot be read as float32", label(fn, e.Name), in.DType))
+		} else if err := f.verify(in); err != nil {
+			errs = append(errs, err)
+		} else if i := firstNonFinite(f.raw(in), in.DType); i >= 0 {
+			v := make([]float32, in.Numel())
+			decode(v, f.raw(in), in.DType)
+			errs = append(errs, f.errorf("tensor %s: element %d is %v; weights must be finite (a diverged run or a damaged file)", label(fn, e.Name), i, v[i]))
 		}
 	}
 	if len(missing) > 0 && !opts.AllowMissing {

@@ -87,7 +87,8 @@ type header struct {
 	infos     map[string]Info
 	names     []string // sorted
 	meta      map[string]string
-	dataStart int64 // 8 + N
+	dataStart int64     // 8 + N
+	sums      Checksums // nil when the file has none
 }
 
 // rawInfo is a tensor's header entry as written; pointers detect missing
@@ -188,6 +189,23 @@ func parseHeader(prefix []byte, size int64) (*header, error) {
 	if err := checkTiling(h, size-h.dataStart); err != nil {
 		return nil, err
 	}
+	if s, ok := h.meta[MetaChecksums]; ok {
+		sums, err := ParseChecksums(s)
+		if err != nil {
+			return nil, formatErr("metadata %s: %v", MetaChecksums, err)
+		}
+		for _, name := range h.names {
+			if _, ok := sums[name]; !ok {
+				return nil, formatErr("tensor %q: no checksum in metadata %s", name, MetaChecksums)
+			}
+		}
+		for name := range sums {
+			if _, ok := h.infos[name]; !ok {
+				return nil, formatErr("metadata %s: checksum of tensor %q, which the file lacks", MetaChecksums, name)
+			}
+		}
+		h.sums = sums
+	}
 	return h, nil
 }
 
@@ -233,9 +251,11 @@ func checkInfo(name string, ri rawInfo) (Info, error) {
 
 // checkTiling verifies that the tensors cover [0, dataLen) back to back.
 func checkTiling(h *header, dataLen int64) error {
+	// From the sorted names, not the map: a map's random order would make
+	// the sort's work, and the fuzzer's coverage, differ from run to run.
 	byOff := make([]Info, 0, len(h.infos))
-	for _, in := range h.infos {
-		byOff = append(byOff, in)
+	for _, name := range h.names {
+		byOff = append(byOff, h.infos[name])
 	}
 	sort.Slice(byOff, func(i, j int) bool {
 		a, b := byOff[i], byOff[j]
@@ -278,7 +298,8 @@ type Entry struct {
 // Write writes tensors and metadata to w in the safetensors format: F32
 // data, tensors sorted by name, the header padded with spaces to a multiple
 // of 8. Names must be unique and non-empty, and each Data must fill its
-// Shape.
+// Shape. The metadata gains MetaChecksums, the CRC-32C of every tensor's
+// data, unless there are no tensors.
 func Write(w io.Writer, tensors []Entry, metadata map[string]string) error {
 	sorted := append([]Entry(nil), tensors...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
@@ -302,6 +323,18 @@ func Write(w io.Writer, tensors []Entry, metadata map[string]string) error {
 		if len(e.Data) != n {
 			return fmt.Errorf("tensor %q: %d values for shape %v (%d)", e.Name, len(e.Data), e.Shape, n)
 		}
+	}
+	if len(sorted) > 0 {
+		sums := make(Checksums, len(sorted))
+		for _, e := range sorted {
+			sums[e.Name] = crcF32(e.Data)
+		}
+		md := make(map[string]string, len(metadata)+1)
+		for k, v := range metadata {
+			md[k] = v
+		}
+		md[MetaChecksums] = sums.Marshal()
+		metadata = md
 	}
 	hdr, err := buildHeader(sorted, metadata)
 	if err != nil {

@@ -54,6 +54,23 @@ func Decode(b []byte, v any) error {
 	return nil
 }
 
+// Empty reports whether YAML text holds no value at all: nothing, blanks,
+// comments or an explicit null document. Text that is not YAML is an error.
+func Empty(b []byte) (bool, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal(b, &n); err != nil {
+		return false, err
+	}
+	if n.Kind == 0 {
+		return true, nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		c := n.Content[0]
+		return c.Kind == yaml.ScalarNode && c.Tag == "!!null" || c.Kind == yaml.MappingNode && len(c.Content) == 0, nil
+	}
+	return false, nil
+}
+
 // Marshal returns v as YAML. v must be a struct of plain fields, which
 // cannot fail to encode.
 func Marshal(v any) string {

@@ -361,8 +361,14 @@ func LoadSizesFile(path string) (map[string][2]float32, error) {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}
 	defer f.Close()
+	return ReadSizes(f, path)
+}
+
+// ReadSizes parses a sizes file (see LoadSizesFile) from r; path names it
+// in errors.
+func ReadSizes(r io.Reader, path string) (map[string][2]float32, error) {
 	m := map[string][2]float32{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for ln := 1; sc.Scan(); ln++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == '#' {
@@ -438,7 +444,12 @@ func readCOCOSizes(path string, m map[string][2]float32) error {
 		return fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}
 	defer f.Close()
-	dec, fail := jsonStream(f, path)
+	return decodeCOCOSizes(f, path, m)
+}
+
+// decodeCOCOSizes adds the sizes of the COCO annotation file in r to m.
+func decodeCOCOSizes(r io.Reader, path string, m map[string][2]float32) error {
+	dec, fail := jsonStream(r, path)
 	if err := expectDelim(dec, '{'); err != nil {
 		return fail("top level", err)
 	}
@@ -464,8 +475,9 @@ func readCOCOSizes(path string, m map[string][2]float32) error {
 			if err := dec.Decode(&im); err != nil {
 				return fail(fmt.Sprintf("images[%d]", i), err)
 			}
-			if im.ID == nil || im.Width == nil || im.Height == nil || !(*im.Width > 0) || !(*im.Height > 0) {
-				return fail(fmt.Sprintf("images[%d]", i), errors.New("want positive id, width and height"))
+			if im.ID == nil || im.Width == nil || im.Height == nil || !(*im.Width > 0) || !(*im.Height > 0) ||
+				!isFinite32(float32(*im.Width)) || !isFinite32(float32(*im.Height)) {
+				return fail(fmt.Sprintf("images[%d]", i), errors.New("want an id and a positive, finite width and height"))
 			}
 			m[strconv.FormatInt(*im.ID, 10)] = [2]float32{float32(*im.Width), float32(*im.Height)}
 		}

@@ -221,7 +221,8 @@ func TestLoadSizesFileErrors(t *testing.T) {
 func TestLoadCOCOSizesErrors(t *testing.T) {
 	tests := []struct{ in, frag string }{
 		{`{"annotations": []}`, "no \"images\" array"},
-		{`{"images": [{"id": 1, "width": 10}]}`, "images[0] (near byte 34): want positive id, width and height"},
+		{`{"images": [{"id": 1, "width": 10}]}`, "images[0] (near byte 34): want an id and a positive, finite width and height"},
+		{`{"images": [{"id": 1, "width": 1e300, "height": 10}]}`, "images[0] (near byte 51): want an id and a positive, finite width and height"},
 		{`{"images": [{"id": "x", "width": 10, "height": 10}]}`, "images[0]"},
 		{`{"images": [`, "unexpected EOF"},
 	}

@@ -3,6 +3,7 @@ package data
 import (
 	"bytes"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/sbinet/npyio/npz"
@@ -89,6 +90,93 @@ func FuzzKarpathy(f *testing.F) {
 			k.Captions(idx, 5)
 			for _, sc := range []IDScheme{IDAuto, IDCocoID, IDImgID, IDFilename} {
 				k.IDs(idx, sc)
+			}
+		}
+	})
+}
+
+// FuzzReadGrounding: any bytes fail cleanly or give one record per
+// caption, in order, with non-negative word and region indices.
+func FuzzReadGrounding(f *testing.F) {
+	f.Add([]byte(`{"caption":0,"image":0,"words":[{"word":"red","index":1,"region":0,"regions":[0,2]}]}` + "\n" + `{"caption":1,"image":0,"words":[]}` + "\n"))
+	f.Add([]byte("\n\n{\"caption\":0}\n"))
+	f.Add([]byte(`{"caption":1}`))
+	f.Add([]byte(`{"caption":0,"words":[{"index":-1}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		gs, err := ReadGrounding(bytes.NewReader(b), "a.jsonl")
+		if err != nil {
+			if !strings.Contains(err.Error(), "a.jsonl") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		for i, g := range gs {
+			if g.Caption != i {
+				t.Fatalf("record %d for caption %d", i, g.Caption)
+			}
+			for _, w := range g.Words {
+				if w.Index < 0 || w.Region < 0 {
+					t.Fatalf("word %+v", w)
+				}
+				w.Correct()
+			}
+		}
+	})
+}
+
+// FuzzReadCaptions: any bytes fail cleanly, naming the file, or give
+// captions none of which is blank or holds a line break.
+func FuzzReadCaptions(f *testing.F) {
+	for _, s := range []string{"a red circle\nTwo squares.\n", "a\r\nb", "\xef\xbb\xbfa\n", "a\n\nb\n", " \n", "", "\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		caps, err := ReadCaptions(bytes.NewReader(b), "x_caps.txt")
+		if err != nil {
+			if !strings.Contains(err.Error(), "x_caps.txt") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		for i, c := range caps {
+			if strings.TrimSpace(c) == "" || strings.ContainsRune(c, '\n') {
+				t.Fatalf("caption %d = %q", i, c)
+			}
+		}
+	})
+}
+
+// FuzzReadSizes: any bytes fail cleanly or give positive, finite sizes.
+func FuzzReadSizes(f *testing.F) {
+	for _, s := range []string{"1 640 480\n2 500 375\n", "# c\n\nx 1 1", "1 0 1", "1 1e39 1", "1 1 1\n1 2 2"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ReadSizes(bytes.NewReader(b), "sizes.txt")
+		if err != nil {
+			return
+		}
+		for id, wh := range m {
+			if !(wh[0] > 0 && wh[1] > 0) || !isFinite32(wh[0]) || !isFinite32(wh[1]) {
+				t.Fatalf("image %q: size %v", id, wh)
+			}
+		}
+	})
+}
+
+// FuzzCOCOSizes: any bytes fail cleanly or give positive, finite sizes.
+func FuzzCOCOSizes(f *testing.F) {
+	f.Add([]byte(`{"info": {}, "images": [{"id": 9, "width": 640, "height": 480, "file_name": "x.jpg"}], "annotations": [{"id": 1}]}`))
+	f.Add([]byte(`{"images": [{"id": 1, "width": 1e300, "height": 1}]}`))
+	f.Add([]byte(`{"images": []}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m := map[string][2]float32{}
+		if err := decodeCOCOSizes(bytes.NewReader(b), "captions.json", m); err != nil {
+			return
+		}
+		for id, wh := range m {
+			if !(wh[0] > 0 && wh[1] > 0) || !isFinite32(wh[0]) || !isFinite32(wh[1]) {
+				t.Fatalf("image %q: size %v", id, wh)
 			}
 		}
 	})

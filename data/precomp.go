@@ -64,7 +64,10 @@ func LoadPrecomp(dir, split string, opt *PrecompOptions) (s *Split, err error) {
 	base := filepath.Join(dir, split)
 	capsPath, imsPath := base+precompCaps, base+precompIms
 
-	caps, err := readLines(capsPath)
+	caps, err := readCaptionFile(capsPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w; %s", err, splitsIn(dir))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -328,6 +331,58 @@ func loadPrecompBoxes(s *Split, path, sizesPath string, pick pickFunc) error {
 	return nil
 }
 
+// readCaptionFile reads a caption file (see ReadCaptions).
+func readCaptionFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
+	}
+	defer f.Close()
+	return ReadCaptions(f, path)
+}
+
+// ReadCaptions reads a caption file, one caption per line, as readLines
+// splits it; name names it in errors. A blank line (empty or only
+// whitespace) is an error naming the line: it is a caption lost in
+// preparing the file, and it would shift every later caption to the wrong
+// image.
+func ReadCaptions(r io.Reader, name string) ([]string, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	lines := splitLines(b)
+	var blank []int
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			blank = append(blank, i+1)
+		}
+	}
+	if len(blank) > 0 {
+		more := ""
+		if len(blank) > 1 {
+			more = fmt.Sprintf(" (and %d more blank lines, the last at line %d)", len(blank)-1, blank[len(blank)-1])
+		}
+		return nil, fmt.Errorf("read %s: line %d: blank caption%s; every line must hold one caption", name, blank[0], more)
+	}
+	return lines, nil
+}
+
+// splitsIn says which splits a precomp directory has (from its
+// {split}_caps.txt files), for the error about a missing one.
+func splitsIn(dir string) string {
+	matches, _ := filepath.Glob(filepath.Join(dir, "*"+precompCaps))
+	var names []string
+	for _, m := range matches {
+		names = append(names, strings.TrimSuffix(filepath.Base(m), precompCaps))
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("%s has no split (no *%s file)", dir, precompCaps)
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("the splits in %s are %s", dir, strings.Join(names, ", "))
+}
+
 // readLines reads a text file as lines, without their "\n" or "\r\n"; a
 // final newline does not start an extra line, and a leading UTF-8 byte
 // order mark is dropped.
@@ -336,9 +391,14 @@ func readLines(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}
+	return splitLines(b), nil
+}
+
+// splitLines splits text into lines as readLines describes.
+func splitLines(b []byte) []string {
 	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 	if len(b) == 0 {
-		return nil, nil
+		return nil
 	}
 	all := string(b)
 	all = strings.TrimSuffix(all, "\n")
@@ -346,7 +406,7 @@ func readLines(path string) ([]string, error) {
 	for i, l := range lines {
 		lines[i] = strings.TrimSuffix(l, "\r")
 	}
-	return lines, nil
+	return lines
 }
 
 // WritePrecomp writes s to dir in the precomp layout LoadPrecomp reads,

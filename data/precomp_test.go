@@ -282,6 +282,12 @@ func TestPrecompErrors(t *testing.T) {
 			[]string{"boxes given for global"}},
 		{"bad sizes", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": feats(1, 1, 1, 0, -1), "test_sizes.npy": npyOf([]int{1, 2}, []float32{0, 10})},
 			[]string{"test_sizes.npy: image 0 has size 0 x 10"}},
+		{"blank caption", map[string][]byte{"test_caps.txt": []byte("a\nb\n\nd\ne\n"), "test_ims.npy": feats(1, 1, 1, 0, -1)},
+			[]string{"test_caps.txt: line 3: blank caption; every line must hold one caption"}},
+		{"blank captions", map[string][]byte{"test_caps.txt": []byte("a\n \t\r\nc\n\n\ne\n"), "test_ims.npy": feats(1, 1, 1, 0, -1)},
+			[]string{"test_caps.txt: line 2: blank caption (and 2 more blank lines, the last at line 5)"}},
+		{"missing split", map[string][]byte{"train_caps.txt": caps(5), "dev_caps.txt": caps(5)},
+			[]string{"test_caps.txt", "no such file", "the splits in", "are dev, train"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

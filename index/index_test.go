@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/synth"
 )
@@ -326,6 +329,81 @@ func TestAppend(t *testing.T) {
 	}
 }
 
+// TestWriterLock checks that a second writer of one index directory is
+// refused while the first is open, naming its process, and may start once
+// the first has committed or aborted.
+func TestWriterLock(t *testing.T) {
+	s := loadTest(t)
+	m := testModel(t, "teran", 7, s.Captions)
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := NewWriter(dir, m, Create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(ctx, dir, m, collectionOf(s, 0, 10), &BuildOptions{Mode: Overwrite})
+	if !errors.Is(err, lockfile.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("process %d", os.Getpid())) {
+		t.Fatalf("second writer: %v, want a lock error naming process %d", err, os.Getpid())
+	}
+	w.Abort()
+	if _, err := Build(ctx, dir, m, collectionOf(s, 0, 10), nil); err != nil {
+		t.Fatalf("after the first writer aborted: %v", err)
+	}
+	w, err = NewWriter(dir, m, Append)
+	if err != nil {
+		t.Fatalf("after a committed build: %v", err)
+	}
+	w.Abort()
+}
+
+// cancelAt is an ImageSource that cancels a context when image at is read,
+// as Ctrl-C in the middle of a build does.
+type cancelAt struct {
+	model.ImageSource
+	at     int
+	cancel context.CancelFunc
+}
+
+func (c cancelAt) Image(i int) []float32 {
+	if i == c.at {
+		c.cancel()
+	}
+	return c.ImageSource.Image(i)
+}
+
+// TestBuildCancelled interrupts an overwrite in the middle of its images:
+// Build returns the context's error, the published index is untouched and
+// searchable, and the cancelled build's segments are gone.
+func TestBuildCancelled(t *testing.T) {
+	s := loadTest(t)
+	m := testModel(t, "teran", 7, s.Captions)
+	dir := t.TempDir()
+	if _, err := Build(context.Background(), dir, m, collectionOf(s, 0, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := collectionOf(s, 0, 20)
+	c.Images = cancelAt{c.Images, 12, cancel}
+	_, err := Build(ctx, dir, m, c, &BuildOptions{Mode: Overwrite, SegmentItems: 4, Encode: &model.EncodeOptions{BatchSize: 2}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled build: %v, want context.Canceled", err)
+	}
+	after, _ := os.ReadDir(dir)
+	if len(after) != len(before) {
+		t.Fatalf("files before %d, after the cancelled build %d: %v", len(before), len(after), after)
+	}
+	ix, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if ni, nc := ix.Len(); ni != 10 || nc != 50 {
+		t.Fatalf("after the cancelled build: %d images, %d captions, want the 10 and 50 published", ni, nc)
+	}
+}
+
 // TestUnpublishedBuildIsInvisible leaves a build unfinished (as a kill
 // would: segments written, catalogue rows inserted, no manifest) and
 // checks that the index still opens as before, and that the next build
@@ -363,7 +441,8 @@ func TestUnpublishedBuildIsInvisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat.close()
-	// (no Commit: the process died here)
+	// (no Commit: the process died here, and the kernel dropped its lock)
+	w.lock.Release()
 	ix, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +467,7 @@ func TestUnpublishedBuildIsInvisible(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if len(names) != 1+1+1+4 { // manifest, catalogue, model, 2 segments per build step
+	if len(names) != 1+1+1+4+1 { // manifest, catalogue, model, 2 segments per build step, the lock
 		t.Fatalf("files left after clean-up: %v", names)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -42,10 +43,13 @@ type Writer struct {
 	imgs  []imageEntry
 	caps  []captionEntry
 	files []string // written by this Writer, removed by Abort
+	lock  *lockfile.Lock
 	done  bool
 }
 
 // NewWriter starts writing to the index in dir with the vectors of model m.
+// It locks the directory (package lockfile) until Commit or Abort: a second
+// writer is refused, naming the first one's process. Readers need no lock.
 func NewWriter(dir string, m model.Model, mode Mode) (*Writer, error) {
 	if err := checkHost(); err != nil {
 		return nil, err
@@ -53,6 +57,20 @@ func NewWriter(dir string, m model.Model, mode Mode) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("index %s: %w", dir, err)
 	}
+	lock, err := lockfile.Acquire(dir, "index directory")
+	if err != nil {
+		return nil, err
+	}
+	w, err := newWriter(dir, m, mode)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	w.lock = lock
+	return w, nil
+}
+
+func newWriter(dir string, m model.Model, mode Mode) (*Writer, error) {
 	w := &Writer{dir: dir, m: m, fp: model.Fingerprint(m)}
 	prev, err := readManifest(dir)
 	exists := err == nil
@@ -201,6 +219,7 @@ func (w *Writer) Commit(ctx context.Context) error {
 		return fmt.Errorf("index %s: writer already committed or aborted", w.dir)
 	}
 	w.done = true
+	defer w.lock.Release()
 	fail := func(err error) error {
 		w.removeWritten()
 		return err
@@ -276,6 +295,7 @@ func (w *Writer) Abort() {
 	}
 	w.done = true
 	w.removeWritten()
+	w.lock.Release()
 }
 
 func (w *Writer) removeWritten() {

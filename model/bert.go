@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -28,20 +29,33 @@ type BERTConfig struct {
 	HiddenDropoutProb     float64 `json:"hidden_dropout_prob"`
 }
 
-// ReadBERTConfig reads dir/config.json.
+// ReadBERTConfig reads dir/config.json (see ParseBERTConfig).
 func ReadBERTConfig(dir string) (BERTConfig, error) {
 	path := filepath.Join(dir, "config.json")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return BERTConfig{}, fmt.Errorf("read BERT config: %w", err)
 	}
+	return ParseBERTConfig(b, path)
+}
+
+// ParseBERTConfig parses a HuggingFace config.json (name names it in
+// errors) and checks its sizes: positive, within model's limits (MaxWidth,
+// MaxLayers, MaxHeads, MaxVocab), heads dividing the width, a known
+// activation.
+func ParseBERTConfig(b []byte, name string) (BERTConfig, error) {
 	var c BERTConfig
 	if err := json.Unmarshal(b, &c); err != nil {
-		return BERTConfig{}, fmt.Errorf("parse %s: %w", path, err)
+		return BERTConfig{}, fmt.Errorf("parse %s: %w", name, err)
 	}
 	if c.HiddenSize <= 0 || c.NumAttentionHeads <= 0 || c.HiddenSize%c.NumAttentionHeads != 0 || c.VocabSize <= 0 || c.IntermediateSize <= 0 || c.MaxPositionEmbeddings <= 0 {
 		return BERTConfig{}, fmt.Errorf("%s: hidden_size %d, num_attention_heads %d, vocab_size %d, intermediate_size %d, max_position_embeddings %d: all must be positive and heads must divide hidden_size",
-			path, c.HiddenSize, c.NumAttentionHeads, c.VocabSize, c.IntermediateSize, c.MaxPositionEmbeddings)
+			name, c.HiddenSize, c.NumAttentionHeads, c.VocabSize, c.IntermediateSize, c.MaxPositionEmbeddings)
+	}
+	if c.HiddenSize > MaxWidth || c.IntermediateSize > MaxWidth || c.NumAttentionHeads > MaxHeads || c.NumHiddenLayers < 0 || c.NumHiddenLayers > MaxLayers ||
+		c.VocabSize > MaxVocab || c.MaxPositionEmbeddings > MaxVocab || c.TypeVocabSize < 0 || c.TypeVocabSize > MaxVocab {
+		return BERTConfig{}, fmt.Errorf("%s: hidden_size %d, intermediate_size %d, num_attention_heads %d, num_hidden_layers %d, vocab_size %d, max_position_embeddings %d, type_vocab_size %d: beyond the limits (widths %d, heads %d, layers %d, tables %d)",
+			name, c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumHiddenLayers, c.VocabSize, c.MaxPositionEmbeddings, c.TypeVocabSize, MaxWidth, MaxHeads, MaxLayers, MaxVocab)
 	}
 	if c.TypeVocabSize == 0 {
 		c.TypeVocabSize = 2
@@ -49,10 +63,21 @@ func ReadBERTConfig(dir string) (BERTConfig, error) {
 	if c.LayerNormEps == 0 {
 		c.LayerNormEps = 1e-12
 	}
+	if math.IsNaN(c.LayerNormEps) || c.LayerNormEps < 0 || c.LayerNormEps > 1 {
+		return BERTConfig{}, fmt.Errorf("%s: layer_norm_eps %v is not in [0, 1]", name, c.LayerNormEps)
+	}
 	if c.HiddenAct != "" && c.HiddenAct != "gelu" {
-		return BERTConfig{}, fmt.Errorf("%s: hidden_act %q: only gelu is supported", path, c.HiddenAct)
+		return BERTConfig{}, fmt.Errorf("%s: hidden_act %q: only gelu is supported", name, c.HiddenAct)
 	}
 	return c, nil
+}
+
+// numParams returns the parameters of the BERT cfg describes, with layers
+// layers.
+func (c BERTConfig) numParams(layers int) float64 {
+	d, ff := float64(c.HiddenSize), float64(c.IntermediateSize)
+	emb := (float64(c.VocabSize)+float64(c.MaxPositionEmbeddings)+float64(c.TypeVocabSize))*d + 2*d
+	return emb + float64(layers)*(4*d*d+4*d+2*d*ff+ff+d+4*d)
 }
 
 // BERT is the encoder of BERT (embeddings and the first layers), with
@@ -118,7 +143,6 @@ func LoadBERT(dir string, layers int, dropout float32) (*BERT, error) {
 	if layers <= 0 || layers > cfg.NumHiddenLayers {
 		layers = cfg.NumHiddenLayers
 	}
-	b := NewBERT(rand.New(rand.NewPCG(1, 1)), cfg, layers, dropout)
 	path := filepath.Join(dir, "model.safetensors")
 	f, err := checkpoint.Open(path)
 	if err != nil {
@@ -128,11 +152,29 @@ func LoadBERT(dir string, layers int, dropout float32) (*BERT, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return loadBERT(cfg, f, layers, dropout)
+}
+
+// loadBERT builds the BERT of cfg with layers layers from the weights of f.
+func loadBERT(cfg BERTConfig, f *checkpoint.File, layers int, dropout float32) (*BERT, error) {
+	path := f.Path()
+	// The weights must be in the file: a config.json asking for more than
+	// the file holds is refused before anything is allocated.
+	var inFile float64
+	for _, name := range f.Names() {
+		if in, _ := f.Info(name); in.Float32() {
+			inFile += float64(in.Numel())
+		}
+	}
+	if need := cfg.numParams(layers); need > inFile {
+		return nil, fmt.Errorf("%s: the BERT config describes %.0f parameters for %d layers, the file holds only %.0f values: the two do not belong together", path, need, layers, inFile)
+	}
+	b := NewBERT(rand.New(rand.NewPCG(1, 1)), cfg, layers, dropout)
 	want := []checkpoint.Entry{}
 	for _, p := range b.Params() {
 		want = append(want, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
 	}
-	err = f.LoadInto(want, checkpoint.LoadOptions{AllowUnexpected: true, Rename: func(name string) string {
+	err := f.LoadInto(want, checkpoint.LoadOptions{AllowUnexpected: true, Rename: func(name string) string {
 		name = strings.TrimPrefix(name, "bert.")
 		// Old TF-converted checkpoints call LayerNorm parameters gamma/beta.
 		name = strings.Replace(name, "LayerNorm.gamma", "LayerNorm.weight", 1)

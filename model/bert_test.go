@@ -59,6 +59,7 @@ func TestLoadPretrainedBERT(t *testing.T) {
 	cfg.Model = JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
 	cfg.TextModel.Pretrain = dir
 	cfg.TextModel.ExtractionHiddenLayer = 2 // keep the first 2 of 3 layers, as TERAN keeps 6 of 12
+	cfg.MaxCaptionTokens = 20               // the test BERT's positions
 	tok, err := BuildTokenizer(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -140,44 +140,98 @@ func ParseConfig(b []byte) (Config, error) {
 // Marshal returns the config as YAML (stored in checkpoints).
 func (c Config) Marshal() string { return configs.Marshal(c) }
 
-// Validate checks the values a model needs and says which key is wrong and
-// what the valid values are.
+// Limits on the sizes a config may ask for. They are far above any model
+// of the papers (BERT-large is 1024 wide with 24 layers) and keep nonsense
+// such as "embed-size: 2000000000" from reaching an allocation; the memory
+// estimate (package train) decides what fits the machine.
+const (
+	// MaxWidth bounds every width, feed-forward size and feature dimension.
+	MaxWidth = 1 << 16
+	// MaxLayers bounds every layer count.
+	MaxLayers = 256
+	// MaxHeads bounds every attention head count.
+	MaxHeads = 1024
+	// MaxVocab bounds vocabulary and position-table sizes.
+	MaxVocab = 1 << 22
+)
+
+// Validate checks every field: names against their valid values (listed in
+// the error), sizes against their ranges, and the sizes that must agree
+// (heads dividing widths, caption length within BERT's positions). The
+// error says which key is wrong; several problems are joined with "; ".
 func (c Config) Validate() error {
 	var p problems
 	p.oneOf("model.name", c.Model.Name, Names())
 	if !c.Pooling.Alignment() {
 		p.bad("pooling", "%q is not an alignment pooling (%s)", c.Pooling, joinScorings(alignmentPoolings))
 	}
-	p.positive("model.embed-size", c.Model.EmbedSize)
-	p.positive("image-model.feat-dim", c.ImageModel.FeatDim)
-	if c.MaxCaptionTokens < 0 || c.MaxCaptionTokens == 1 {
-		p.bad("max-caption-tokens", "must be 0 (no limit) or at least 2, is %d", c.MaxCaptionTokens)
+	if c.MaxCaptionTokens < 0 || c.MaxCaptionTokens == 1 || c.MaxCaptionTokens > MaxVocab {
+		p.bad("max-caption-tokens", "must be 0 (no limit) or in [2, %d], is %d", MaxVocab, c.MaxCaptionTokens)
 	}
+	p.between("model.embed-size", c.Model.EmbedSize, 1, MaxWidth)
+	p.between("image-model.feat-dim", c.ImageModel.FeatDim, 1, MaxWidth)
+	p.between("text-model.vocab-size", c.TextModel.VocabSize, 0, MaxVocab)
 	if c.Model.Name == "seam" {
 		c.validateSEAM(&p)
-		return p.err()
-	}
-	if c.Model.Similarity != "" {
-		p.bad("model.similarity", "only seam chooses its similarity; %s scores with the pooling or the CLS cosine", c.Model.Name)
-	}
-	p.oneOf("text-model.name", c.TextModel.Name, textEncoders)
-	p.oneOf("image-model.name", c.ImageModel.Name, []string{"bottomup"})
-	p.oneOf("image-model.pos-encoding", c.ImageModel.PosEncoding, posEncodings)
-	p.positive("model.heads", c.Model.Heads)
-	p.positive("model.ff", c.Model.FF)
-	p.positive("image-model.hidden", c.ImageModel.Hidden)
-	p.positive("image-model.heads", c.ImageModel.Heads)
-	p.positive("text-model.word-dim", c.TextModel.WordDim)
-	if c.Model.Heads > 0 && c.Model.EmbedSize%c.Model.Heads != 0 {
-		p.bad("model.heads", "%d does not divide embed-size %d", c.Model.Heads, c.Model.EmbedSize)
-	}
-	if c.ImageModel.Heads > 0 && c.ImageModel.Hidden%c.ImageModel.Heads != 0 {
-		p.bad("image-model.heads", "%d does not divide hidden %d", c.ImageModel.Heads, c.ImageModel.Hidden)
-	}
-	if c.TextModel.Name == "bert" && c.TextModel.Pretrain == "" && c.TextModel.WordDim%max(c.TextModel.Heads, 1) != 0 {
-		p.bad("text-model.heads", "%d does not divide word-dim %d", c.TextModel.Heads, c.TextModel.WordDim)
+	} else {
+		c.validateTERAN(&p)
 	}
 	return p.err()
+}
+
+// validateTERAN checks the parts of a config that TERAN and TERN read.
+func (c Config) validateTERAN(p *problems) {
+	tm, im, jm := c.TextModel, c.ImageModel, c.Model
+	if jm.Similarity != "" {
+		p.bad("model.similarity", "only seam chooses its similarity; %s scores with the pooling or the CLS cosine", jm.Name)
+	}
+	p.oneOf("text-model.name", tm.Name, textEncoders)
+	if tm.Pretrain != "" && tm.Name != "bert" {
+		p.bad("text-model.pretrain", "a pretrained BERT directory goes with name bert, not %q", tm.Name)
+	}
+	p.dropout("text-model.dropout", tm.Dropout)
+	switch tm.Name {
+	case "bert":
+		p.between("text-model.word-dim", tm.WordDim, 1, MaxWidth)
+		p.between("text-model.extraction-hidden-layer", tm.ExtractionHiddenLayer, 1, MaxLayers)
+		if tm.Pretrain == "" { // a pretrained BERT brings its own sizes
+			p.between("text-model.heads", tm.Heads, 1, MaxHeads)
+			p.between("text-model.ff", tm.FF, 1, MaxWidth)
+			p.between("text-model.max-positions", tm.MaxPositions, 2, MaxVocab)
+			p.divides("text-model.heads", tm.Heads, "word-dim", tm.WordDim)
+			switch {
+			case c.MaxCaptionTokens == 0 && tm.MaxPositions > 0:
+				p.bad("max-caption-tokens", "0 (no limit) lets captions run past BERT's %d positions (text-model.max-positions): give a length of at most %d", tm.MaxPositions, tm.MaxPositions)
+			case c.MaxCaptionTokens > tm.MaxPositions:
+				p.bad("max-caption-tokens", "%d: BERT has %d positions (text-model.max-positions), so captions must be cut at most there", c.MaxCaptionTokens, tm.MaxPositions)
+			}
+		}
+	case "gru", "lstm":
+		p.between("text-model.layers", tm.Layers, 0, MaxLayers)
+		p.between("text-model.embed-dim", tm.EmbedDim, 1, MaxWidth)
+		p.between("text-model.hidden", tm.Hidden, 1, MaxWidth)
+	case "transformer":
+		p.between("text-model.layers", tm.Layers, 0, MaxLayers)
+		p.between("text-model.embed-dim", tm.EmbedDim, 1, MaxWidth)
+		p.between("text-model.heads", tm.Heads, 0, MaxHeads)
+		p.between("text-model.ff", tm.FF, 0, MaxWidth)
+		p.divides("text-model.heads", tm.Heads, "embed-dim", tm.EmbedDim)
+	}
+
+	p.oneOf("image-model.name", im.Name, []string{"bottomup"})
+	p.oneOf("image-model.pos-encoding", im.PosEncoding, posEncodings)
+	p.between("image-model.hidden", im.Hidden, 1, MaxWidth)
+	p.between("image-model.transformer-layers", im.TransformerLayers, 0, MaxLayers)
+	p.between("image-model.heads", im.Heads, 1, MaxHeads)
+	p.between("image-model.ff", im.FF, 1, MaxWidth)
+	p.dropout("image-model.dropout", im.Dropout)
+	p.divides("image-model.heads", im.Heads, "hidden", im.Hidden)
+
+	p.between("model.layers", jm.Layers, 0, MaxLayers)
+	p.between("model.heads", jm.Heads, 1, MaxHeads)
+	p.between("model.ff", jm.FF, 1, MaxWidth)
+	p.dropout("model.dropout", jm.Dropout)
+	p.divides("model.heads", jm.Heads, "embed-size", jm.EmbedSize)
 }
 
 // problems collects what Validate finds wrong, one "key: what" each.
@@ -193,9 +247,21 @@ func (p *problems) oneOf(key, v string, valid []string) {
 	}
 }
 
-func (p *problems) positive(key string, v int) {
-	if v <= 0 {
-		p.bad(key, "must be positive, is %d", v)
+func (p *problems) between(key string, v, lo, hi int) {
+	if v < lo || v > hi {
+		p.bad(key, "%d is out of range [%d, %d]", v, lo, hi)
+	}
+}
+
+func (p *problems) dropout(key string, v float32) {
+	if !(v >= 0 && v < 1) { // also catches NaN
+		p.bad(key, "%v is not a probability in [0, 1)", v)
+	}
+}
+
+func (p *problems) divides(key string, heads int, widthKey string, width int) {
+	if heads > 0 && width%heads != 0 {
+		p.bad(key, "%d does not divide %s %d", heads, widthKey, width)
 	}
 }
 
@@ -204,6 +270,69 @@ func (p problems) err() error {
 		return nil
 	}
 	return fmt.Errorf("invalid config: %s", strings.Join(p, "; "))
+}
+
+// NumParams returns the number of scalar parameters the model of c has,
+// computed from the sizes alone (nothing is allocated): what the memory
+// estimate of a training run starts from. For a pretrained BERT it counts
+// the sizes the config gives (a loaded model records the real ones). It is
+// a float64 because nonsense sizes overflow an int; Validate bounds them.
+func (c Config) NumParams() float64 {
+	f := func(v int) float64 { return float64(v) }
+	linear := func(in, out float64) float64 { return in*out + out }
+	// A post-norm transformer layer: attention (in-projection 3d x d and
+	// out-projection), two feed-forward linears, two layer norms.
+	layer := func(d, ff float64) float64 { return 4*d*d + 4*d + linear(d, ff) + linear(ff, d) + 4*d }
+	tm, im, jm := c.TextModel, c.ImageModel, c.Model
+	if jm.Name == "seam" {
+		return c.seamParams()
+	}
+
+	var text, textOut float64
+	switch tm.Name {
+	case "bert":
+		d := f(tm.WordDim)
+		text = (f(tm.VocabSize)+f(tm.MaxPositions)+2)*d + 2*d + f(tm.ExtractionHiddenLayer)*layer(d, f(tm.FF))
+		textOut = d
+	case "gru", "lstm":
+		gates, dirs := 3.0, 1.0
+		if tm.Name == "lstm" {
+			gates = 4
+		}
+		if tm.Bidirectional {
+			dirs = 2
+		}
+		h := f(tm.Hidden)
+		text = f(tm.VocabSize) * f(tm.EmbedDim)
+		for l := range max(tm.Layers, 1) {
+			in := f(tm.EmbedDim)
+			if l > 0 {
+				in = h * dirs
+			}
+			text += dirs * (gates*h*in + gates*h*h + 2*gates*h)
+		}
+		textOut = h * dirs
+	default: // transformer
+		d := f(tm.EmbedDim)
+		text = f(tm.VocabSize)*d + f(max(tm.Layers, 1))*layer(d, f(max(tm.FF, 1)))
+		textOut = d
+	}
+	inDim := f(im.FeatDim)
+	if im.PosEncoding == "concat-and-process" {
+		inDim += 5
+	}
+	h, e := f(im.Hidden), f(jm.EmbedSize)
+	n := linear(inDim, h) + linear(h, h) + f(im.TransformerLayers)*layer(h, f(im.FF))
+	n += text + linear(h, e) + linear(textOut, e)
+	finals := 2.0
+	if jm.SharedTransformer {
+		finals = 1
+	}
+	n += finals * f(jm.Layers) * layer(e, f(jm.FF))
+	if jm.Name == "tern" {
+		n += h // the learned I-CLS slot
+	}
+	return n
 }
 
 // GlobalImages reports whether the image encoder reads one global feature

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -131,6 +132,9 @@ func fromFile(path string, f *checkpoint.File) (Model, error) {
 	m, err := New(cfg, tok, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !f.HasChecksums() {
+		slog.Warn("checkpoint without checksums (written before xmr stored them): its weights cannot be verified", "path", path)
 	}
 	if err := LoadTensors(f, m.Params()); err != nil {
 		return nil, err

@@ -126,7 +126,18 @@ func New(cfg Config, tok Tokenizer, seed uint64) (Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return build(cfg, tok, seed)
+	m, err := build(cfg, tok, seed)
+	if err != nil || cfg.TextModel.Pretrain == "" {
+		return m, err
+	}
+	// The sizes of the loaded BERT must agree with the rest (the caption
+	// length with its positions), as they must when the checkpoint is read.
+	loaded := m.Config()
+	loaded.TextModel.Pretrain = ""
+	if err := loaded.Validate(); err != nil {
+		return nil, fmt.Errorf("with the pretrained BERT of %s: %w", cfg.TextModel.Pretrain, err)
+	}
+	return m, nil
 }
 
 // IsBERTParam reports whether a parameter name belongs to a BERT text

@@ -24,6 +24,7 @@ func tinyConfig(edit func(*Config)) Config {
 	cfg.TextModel = TextConfig{Name: "bert", WordDim: 8, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 8, MaxPositions: 16,
 		EmbedDim: 8, Hidden: 4, Bidirectional: true, Layers: 1}
 	cfg.Model = JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
+	cfg.MaxCaptionTokens = 16 // within BERT's 16 positions
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -210,7 +211,7 @@ func TestConfigErrors(t *testing.T) {
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-x\nimage-model:\n  name: global\n", "text-model.name: \"seam-x\" is not one of seam-e, seam-c, seam-g"},
 		{"model:\n  name: seam\n  similarity: MrSw\ntext-model:\n  name: seam-e\nimage-model:\n  name: global\n", "model.similarity: \"MrSw\" is not one of order, global"},
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n", "image-model.name: \"bottomup\" is not one of global"},
-		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-c\n  filters: 0\nimage-model:\n  name: global\n", "text-model.filters: must be positive"},
+		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-c\n  filters: 0\nimage-model:\n  name: global\n", "text-model.filters: 0 is out of range [1, "},
 		{"model:\n  similarity: order\n", "only seam chooses its similarity"},
 		{"pooling: MaxMax\n", "unknown scoring \"MaxMax\""},
 		{"pooling: global\n", "not an alignment pooling"},

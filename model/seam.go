@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/xmr-project/xmr/nn"
@@ -100,18 +101,42 @@ func (c Config) validateSEAM(p *problems) {
 	if tc.Pretrain != "" {
 		p.bad("text-model.pretrain", "seam learns its word embeddings; it reads no BERT (have %q)", tc.Pretrain)
 	}
-	p.positive("text-model.embed-dim", tc.EmbedDim)
-	p.positive("text-model.hops", tc.Hops)
-	p.positive("text-model.attention-units", tc.AttentionUnits)
+	p.between("text-model.embed-dim", tc.EmbedDim, 1, MaxWidth)
+	p.between("text-model.hops", tc.Hops, 1, MaxHeads)
+	p.between("text-model.attention-units", tc.AttentionUnits, 1, MaxWidth)
 	switch tc.Name {
 	case "seam-c":
-		p.positive("text-model.filters", tc.Filters)
+		p.between("text-model.filters", tc.Filters, 1, MaxWidth)
 	case "seam-g":
-		p.positive("text-model.hidden", tc.Hidden)
+		p.between("text-model.hidden", tc.Hidden, 1, MaxWidth)
 	}
-	if !(tc.AttentionPenalty >= 0) {
-		p.bad("text-model.attention-penalty", "must not be negative, is %g", tc.AttentionPenalty)
+	if !(tc.AttentionPenalty >= 0) || math.IsInf(float64(tc.AttentionPenalty), 1) {
+		p.bad("text-model.attention-penalty", "must be finite and not negative, is %g", tc.AttentionPenalty)
 	}
+}
+
+// seamParams is NumParams for SEAM, built the way newSEAM builds it.
+func (c Config) seamParams() float64 {
+	f := func(v int) float64 { return float64(v) }
+	tc := c.TextModel
+	e, d := f(c.Model.EmbedSize), f(tc.EmbedDim)
+	n := f(c.ImageModel.FeatDim)*e + f(tc.VocabSize)*d
+	widths := []float64{d}
+	switch tc.Name {
+	case "seam-c":
+		for _, k := range seamKernels {
+			n += d*f(tc.Filters)*f(k) + f(tc.Filters)
+			widths = append(widths, f(tc.Filters))
+		}
+	case "seam-g":
+		h := f(tc.Hidden)
+		n += 3*h*d + 3*h*h + 6*h
+		widths = []float64{h}
+	}
+	for _, z := range widths {
+		n += z*f(tc.AttentionUnits) + f(tc.AttentionUnits)*f(tc.Hops) + f(tc.Hops)*z*e
+	}
+	return n
 }
 
 // Name returns "seam".

@@ -42,3 +42,42 @@ func TestLogLines(t *testing.T) {
 		t.Errorf("summary logged %d times", strings.Count(out, `msg="work done"`))
 	}
 }
+
+// TestETA checks the predicted time left: by the rate, and under a time
+// budget the time left to the deadline when that comes first (a 5-minute
+// budget on a run whose epochs would take an hour says 5m, not 1h).
+func TestETA(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name     string
+		deadline time.Duration // after start; 0: none
+		done     int64
+		elapsed  time.Duration
+		want     string
+	}{
+		{"no rate yet", 0, 0, time.Second, "?"},
+		{"by rate", 0, 10, 10 * time.Second, "1m30s"},
+		{"budget first", 5 * time.Minute, 10, time.Minute, "4m0s (time budget)"},
+		{"rate first", time.Hour, 50, 10 * time.Second, "10s"},
+		{"budget, no rate yet", 5 * time.Minute, 0, time.Minute, "4m0s (time budget)"},
+		{"budget spent", 5 * time.Minute, 10, 6 * time.Minute, "0s (time budget)"},
+	}
+	for _, c := range cases {
+		var opts []Option
+		if c.deadline > 0 {
+			opts = append(opts, Deadline(start.Add(c.deadline)))
+		}
+		b := New("train", 100, "it", opts...)
+		b.start = start
+		b.done = c.done
+		if got := b.etaLocked(start.Add(c.elapsed)); got != c.want {
+			t.Errorf("%s: ETA %q, want %q", c.name, got, c.want)
+		}
+	}
+	b := New("train", 100, "it", Deadline(start.Add(5*time.Minute)))
+	b.start, b.done, b.extra = start, 10, "loss 0.5"
+	b.now = func() time.Time { return start.Add(time.Minute) }
+	if got := b.descriptionLocked(); got != "train loss 0.5 | 4m0s (time budget) left" {
+		t.Errorf("terminal description %q", got)
+	}
+}

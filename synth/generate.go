@@ -8,14 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/blas"
+	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/progress"
 )
@@ -372,6 +377,14 @@ func (w *World) Write(ctx context.Context, dir string) (m *Manifest, err error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
+	lock, err := lockfile.Acquire(dir, "world directory")
+	if err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
+	defer lock.Release()
+	if err := removeStale(dir); err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
 	var outs []*output
 	var imgDirs []string // temporary image directories, by split
 	var imgFinal []string
@@ -474,6 +487,69 @@ func (w *World) Write(ctx context.Context, dir string) (m *Manifest, err error) 
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	return m, nil
+}
+
+// splitNames are the names of the splits a world has.
+var splitNames = []string{"testall", "test", "dev", "train"}
+
+// removeStale removes what a killed Write left in dir: temporary files and
+// image directories of the names Write gives them (".test_ims.npy.tmp-*",
+// "images/.dev.tmp-*", "images/.dev.old-*"). The caller holds dir's lock, so
+// no other Write is using them; files of other names are left alone.
+func removeStale(dir string) error {
+	var prefixes []string
+	for _, s := range splitNames {
+		for _, suf := range fileSuffixes {
+			prefixes = append(prefixes, "."+s+suf+".tmp-")
+		}
+	}
+	prefixes = append(prefixes, ".world.json.tmp-")
+	var imgPrefixes []string
+	for _, s := range splitNames {
+		imgPrefixes = append(imgPrefixes, "."+s+".tmp-", "."+s+".old-")
+	}
+	n, size := 0, int64(0)
+	for _, d := range []struct {
+		path     string
+		prefixes []string
+	}{{dir, prefixes}, {filepath.Join(dir, "images"), imgPrefixes}} {
+		entries, err := os.ReadDir(d.path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return err
+		}
+		for _, e := range entries {
+			if !slices.ContainsFunc(d.prefixes, func(p string) bool { return strings.HasPrefix(e.Name(), p) }) {
+				continue
+			}
+			p := filepath.Join(d.path, e.Name())
+			size += treeSize(p)
+			if err := os.RemoveAll(p); err != nil {
+				return fmt.Errorf("remove stale %s: %w", p, err)
+			}
+			n++
+		}
+	}
+	if n > 0 {
+		slog.Info("synth: removed the temporary files of an interrupted run", "dir", dir, "entries", n, "bytes", size)
+	}
+	return nil
+}
+
+// treeSize returns the bytes of the files under path, 0 where unreadable.
+func treeSize(path string) int64 {
+	var n int64
+	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // replaceDir puts directory tmp in place of final, removing the old final;
@@ -726,8 +802,9 @@ type alignRecord struct {
 	Words   []WordRef `json:"words"`
 }
 
-// sceneRecord is one line of {split}_scenes.jsonl.
-type sceneRecord struct {
+// SceneRecord is one line of {split}_scenes.jsonl: an image's scene as
+// generated (see docs/synth.md).
+type SceneRecord struct {
 	Image      int            `json:"image"`
 	ID         string         `json:"id"`
 	Family     string         `json:"family"`
@@ -737,10 +814,13 @@ type sceneRecord struct {
 	Height     int            `json:"height"`
 	Background string         `json:"background"`
 	NRegions   int            `json:"nregions"`
-	Objects    []objectRecord `json:"objects"`
+	Objects    []ObjectRecord `json:"objects"`
 }
 
-type objectRecord struct {
+// ObjectRecord is one object of a SceneRecord: what it is, where it is
+// drawn (centre, radius, angle, grid cell, pixel box) and the region
+// proposal that covers it best.
+type ObjectRecord struct {
 	Category string  `json:"category"`
 	Colour   string  `json:"colour"`
 	Size     string  `json:"size"`
@@ -761,9 +841,9 @@ var cellNames = [3][3]string{
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
-func sceneRecordOf(img *Image) sceneRecord {
+func sceneRecordOf(img *Image) SceneRecord {
 	s := &img.Scene
-	rec := sceneRecord{Image: img.Index, ID: img.ID, Family: IDOf(s.Family), Variant: s.Variant, Change: s.Change,
+	rec := SceneRecord{Image: img.Index, ID: img.ID, Family: IDOf(s.Family), Variant: s.Variant, Change: s.Change,
 		Width: ImageWidth, Height: ImageHeight, Background: Backgrounds[s.Background].Name, NRegions: len(img.Regions)}
 	for _, o := range s.Objects {
 		size := "small"
@@ -771,7 +851,7 @@ func sceneRecordOf(img *Image) sceneRecord {
 			size = "large"
 		}
 		row, col := min(2, int(3*o.Y/ImageHeight)), min(2, int(3*o.X/ImageWidth))
-		rec.Objects = append(rec.Objects, objectRecord{
+		rec.Objects = append(rec.Objects, ObjectRecord{
 			Category: Categories[o.Category].Name, Colour: Colours[o.Colour].Name, Size: size,
 			X: round2(o.X), Y: round2(o.Y), Radius: round2(o.Radius), Angle: round2(o.Angle),
 			Cell: cellNames[row][col], Box: o.Box, Region: o.Region,

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sbinet/npyio"
+	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/npy"
 )
 
@@ -197,7 +198,7 @@ func TestLayout(t *testing.T) {
 				t.Fatalf("%s align line %d: caption %d image %d", sp.Name, k, rec.Caption, rec.Image)
 			}
 		}
-		var rec sceneRecord
+		var rec SceneRecord
 		if err := json.Unmarshal([]byte(scenes[0]), &rec); err != nil || rec.ID != ids[0] || len(rec.Objects) < 2 {
 			t.Errorf("%s scenes line 0: %v %+v", sp.Name, err, rec)
 		}
@@ -395,7 +396,54 @@ func assertEmpty(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		t.Errorf("left behind: %s", e.Name())
+		if e.Name() != lockfile.Name {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+// TestStaleTemporaries plants what a killed run leaves (temporary files and
+// image directories of Write's naming) beside files of other names: a new
+// run removes the first and keeps the others.
+func TestStaleTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	stale := []string{".train_ims.npy.tmp-123", ".test_caps.txt.tmp-9", ".world.json.tmp-1", "images/.dev.tmp-77/x.png", "images/.train.old-5/y.png"}
+	keep := []string{".notes.tmp-1", "mine.txt", "images/.cache/z"}
+	for _, p := range append(append([]string{}, stale...), keep...) {
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, 100), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Generate(context.Background(), dir, Config{N: 100, Seed: 1, Dim: 16, Regions: 6, NoImages: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range stale {
+		top := strings.SplitN(p, "/", 3)
+		p = filepath.Join(dir, top[0])
+		if len(top) == 3 {
+			p = filepath.Join(dir, top[0], top[1])
+		}
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("stale %s survived: %v", p, err)
+		}
+	}
+	for _, p := range keep {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	// A second writer of the same directory is refused.
+	l, err := lockfile.Acquire(dir, "world directory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if _, err := Generate(context.Background(), dir, Config{N: 100, Seed: 1, Dim: 16, Regions: 6, NoImages: true}); !errors.Is(err, lockfile.ErrLocked) {
+		t.Fatalf("Generate into a locked directory: %v", err)
 	}
 }
 

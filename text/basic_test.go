@@ -50,6 +50,9 @@ func TestBasicTokenize(t *testing.T) {
 		{"sigma before period", "\u0391\u03A3.", []string{"\u03B1\u03C2", "."}},
 		{"sigma before apostrophe letter", "\u0391\u03A3'\u0391", []string{"\u03B1\u03C3", "'", "\u03B1"}},
 		{"sigma before comma letter", "\u0391\u03A3,\u0391", []string{"\u03B1\u03C2", ",", "\u03B1"}},
+		// U+02E3 is both cased and case-ignorable: CPython skips it, so the
+		// sigma has no cased letter before it (checked with python3).
+		{"sigma after a modifier letter", "\u02E3\u03A3", []string{"\u02E3\u03C3"}},
 		// GREEK VARIA (Sk) decomposes to a grave accent U+0060, which is
 		// punctuation for BERT: accents are stripped before splitting.
 		{"decomposes to punct", "a\u1FEFb", []string{"a", "`", "b"}},

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"unicode"
 
-	"golang.org/x/text/cases"
-	"golang.org/x/text/language"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -13,8 +11,11 @@ import (
 // tokenization.py (BasicTokenizer with do_lower_case=True, then
 // WordpieceTokenizer), step by step on strings and rune slices, with no fast
 // path. The fuzz tests check the real tokenizer against it. Lower-casing
-// uses golang.org/x/text/cases, an implementation of full Unicode
-// lower-casing (final sigma included) independent of appendLower.
+// is a rune-by-rune transcription of CPython's str.lower (lower_ucs4 and
+// handle_capital_sigma in Objects/unicodeobject.c), written apart from
+// appendLower; golang.org/x/text/cases was used before and disagrees with
+// Python on a sigma after a letter that is both cased and case-ignorable
+// ("\u02E3\u03A3": Python gives σ, cases gives ς).
 
 func refIsWhitespace(r rune) bool {
 	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || unicode.Is(unicode.Zs, r)
@@ -71,7 +72,7 @@ func refBasic(text string) []string {
 	}
 	var split []string
 	for _, tok := range refWhitespaceTokenize(string(spaced)) {
-		tok = cases.Lower(language.Und).String(tok)
+		tok = refLower(tok)
 		// _run_strip_accents
 		var b strings.Builder
 		for _, r := range norm.NFD.String(tok) {
@@ -99,6 +100,40 @@ func refBasic(text string) []string {
 		}
 	}
 	return refWhitespaceTokenize(strings.Join(split, " "))
+}
+
+// refLower is Python's str.lower on runes: the simple lower-case mapping,
+// İ to "i\u0307", and capital sigma to final ς when a cased letter precedes
+// it and none follows, case-ignorable characters skipped both ways (a
+// character that is both is skipped, as CPython's loops do).
+func refLower(s string) string {
+	rs := []rune(s)
+	var b strings.Builder
+	for i, r := range rs {
+		switch {
+		case r == 0x130:
+			b.WriteString("i\u0307")
+		case r == 0x3A3:
+			j := i - 1
+			for j >= 0 && isCaseIgnorable(rs[j]) {
+				j--
+			}
+			before := j >= 0 && isCased(rs[j])
+			k := i + 1
+			for k < len(rs) && isCaseIgnorable(rs[k]) {
+				k++
+			}
+			after := k < len(rs) && isCased(rs[k])
+			if before && !after {
+				b.WriteRune(0x3C2)
+			} else {
+				b.WriteRune(0x3C3)
+			}
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
 }
 
 func refWordPiece(vocab map[string]int32, text string) []string {

@@ -54,12 +54,13 @@ func NewWordPiece(vocab *Vocab) (*WordPiece, error) {
 		}
 		*sp.id = id
 	}
-	// Walk the map rather than the list so that a duplicated token keeps the
-	// id Vocab.ID gives it.
-	for tok, id := range vocab.ids {
+	// Walk the list in order (a map's random order would make the work, and
+	// the fuzzer's coverage, differ from run to run), giving a duplicated
+	// token the id Vocab.ID gives it.
+	for _, tok := range vocab.tokens {
 		t.maxTok = max(t.maxTok, len(tok))
 		if k, ok := strings.CutPrefix(tok, "##"); ok {
-			t.cont[k] = id
+			t.cont[k] = vocab.ids[tok]
 			t.maxCont = max(t.maxCont, len(k))
 		}
 	}

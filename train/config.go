@@ -3,8 +3,10 @@ package train
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/xmr-project/xmr/configs"
@@ -143,8 +145,17 @@ func LoadConfig(path string) (Config, error) {
 	return c, nil
 }
 
-// ParseConfig parses YAML text over Default and validates the result.
+// ParseConfig parses YAML text over Default and validates the result. Text
+// without a single key (empty, blank or only comments) is an error: a config
+// file that says nothing is a mistake, not a request for every default.
 func ParseConfig(b []byte) (Config, error) {
+	empty, err := configs.Empty(b)
+	if err != nil {
+		return Config{}, err
+	}
+	if empty {
+		return Config{}, errors.New("the config is empty: give at least model.name (start from configs/teran-mrsw-small.yaml, or name a built-in config: " + strings.Join(configs.Names(), ", ") + ")")
+	}
 	return configs.Parse(b, Default())
 }
 
@@ -152,8 +163,10 @@ func ParseConfig(b []byte) (Config, error) {
 // checkpoints).
 func (c Config) Marshal() string { return configs.Marshal(c) }
 
-// Validate checks the model part (model.Config.Validate) and the training
-// settings, and says which key is wrong.
+// Validate checks every field: the model part (model.Config.Validate),
+// then the dataset and training settings, names against the valid values
+// (listed in the error) and numbers against their ranges. The error says
+// which key is wrong; several problems are joined with "; ".
 func (c Config) Validate() error {
 	var errs []string
 	if err := c.ModelConfig().Validate(); err != nil {
@@ -167,41 +180,74 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
 	}
-	t := c.Training
-	if t.LossType == "" {
-		bad("training.loss-type", "missing (want alignment, matching or matching+alignment)")
+	between := func(key string, v, lo, hi int) {
+		if v < lo || v > hi {
+			bad(key, "%d is out of range [%d, %d]", v, lo, hi)
+		}
 	}
-	if c.Model.Name == "teran" && t.LossType != LossAlignment {
+	// real checks lo <= v <= hi (lo < v when open), and that v is a number.
+	real := func(key string, v, lo, hi float64, open bool) {
+		if math.IsNaN(v) || v < lo || v > hi || (open && v == lo) {
+			lb := "["
+			if open {
+				lb = "("
+			}
+			bad(key, "%v is out of range %s%g, %g]", v, lb, lo, hi)
+		}
+	}
+	if c.Dataset.Name != "" && !validName(c.Dataset.Name) {
+		bad("dataset.name", "%q: want a short label of letters, digits, '.', '_' or '-' (coco, f30k, synth)", c.Dataset.Name)
+	}
+	if c.Dataset.MaxCaptionTokens == 0 {
+		bad("dataset.max-caption-tokens", "0: training needs a caption length (40 in the papers)")
+	}
+	t := c.Training
+	if !slices.Contains(lossTypes, t.LossType) {
+		bad("training.loss-type", "%q is not one of alignment, matching, matching+alignment", t.LossType)
+	} else if c.Model.Name == "teran" && t.LossType != LossAlignment {
 		bad("training.loss-type", "teran trains with the alignment loss, not %q", t.LossType)
 	}
 	if c.Model.Name == "seam" && t.LossType != LossMatching {
 		bad("training.loss-type", "seam trains with the matching loss on its similarity, not %q", t.LossType)
 	}
-	switch t.Scheduler {
-	case "", "none", "steplr":
-	default:
-		bad("training.scheduler", "%q is not one of steplr, none", t.Scheduler)
+	if !slices.Contains(schedulers, t.Scheduler) {
+		bad("training.scheduler", "%q is not one of %s", t.Scheduler, strings.Join(schedulers[1:], ", "))
 	}
-	if t.BatchSize <= 0 {
-		bad("training.bs", "must be positive, is %d", t.BatchSize)
-	}
-	if t.LR <= 0 {
-		bad("training.lr", "must be positive, is %g", t.LR)
-	}
-	if t.Epochs <= 0 {
-		bad("training.epochs", "must be positive, is %d", t.Epochs)
-	}
-	if t.Margin < 0 {
-		bad("training.margin", "must not be negative, is %g", t.Margin)
-	}
-	if t.Scheduler == "steplr" && (t.StepSize < 0 || t.Gamma <= 0) {
-		bad("training.step-size", "steplr needs step-size >= 0 and gamma > 0, have %d and %g", t.StepSize, t.Gamma)
-	}
-	if t.ValStep < 0 || t.WarmupPeriod < 0 || t.MaxViolationAfter < 0 || t.GradClip < 0 || t.BERTLR < 0 {
-		bad("training", "val-step, warmup-period, max-violation-after, grad-clip and bert-lr must not be negative")
+	real("training.lr", t.LR, 0, 10, true)
+	real("training.bert-lr", t.BERTLR, 0, 10, false)
+	real("training.grad-clip", t.GradClip, 0, 1e6, false)
+	real("training.margin", float64(t.Margin), 0, 100, false)
+	between("training.bs", t.BatchSize, 2, MaxBatchSize)
+	between("training.epochs", t.Epochs, 1, 1_000_000)
+	between("training.val-step", t.ValStep, 0, math.MaxInt32)
+	between("training.warmup-period", t.WarmupPeriod, 0, math.MaxInt32)
+	between("training.max-violation-after", t.MaxViolationAfter, 0, math.MaxInt32)
+	if t.Scheduler == "steplr" {
+		between("training.step-size", t.StepSize, 0, 1_000_000)
+		real("training.gamma", t.Gamma, 0, 1, true)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// MaxBatchSize bounds training.bs.
+const MaxBatchSize = 1 << 16
+
+// schedulers lists the valid training.scheduler values; "" means none.
+var schedulers = []string{"", "none", "steplr"}
+
+// validName reports whether s is a short label: letters, digits, '.', '_'
+// and '-'.
+func validName(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

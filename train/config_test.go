@@ -1,8 +1,14 @@
 package train
 
 import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/data"
 
 	"github.com/xmr-project/xmr/configs"
 	"github.com/xmr-project/xmr/model"
@@ -50,8 +56,29 @@ func TestConfigErrors(t *testing.T) {
 		{"training:\n  alignment-mode: global\n", "training.alignment-mode: \"global\" is not an alignment pooling"},
 		{"training:\n  loss-type: triplet\n", "unknown loss type \"triplet\" (want alignment, matching, matching+alignment)"},
 		{"training:\n  loss-type: matching\n", "teran trains with the alignment loss"},
-		{"training:\n  scheduler: cosine\n", "training.scheduler: \"cosine\" is not one of steplr, none"},
-		{"training:\n  bs: 0\n", "training.bs: must be positive"},
+		{"training:\n  scheduler: cosine\n", "training.scheduler: \"cosine\" is not one of none, steplr"},
+		{"training:\n  scheduler: cosinex\n", "training.scheduler: \"cosinex\" is not one of none, steplr"},
+		{"training:\n  bs: 0\n", "training.bs: 0 is out of range [2, 65536]"},
+		{"training:\n  bs: 1\n", "training.bs: 1 is out of range [2,"},
+		{"training:\n  lr: .nan\n", "training.lr: NaN is out of range (0, 10]"},
+		{"training:\n  lr: 0\n", "training.lr: 0 is out of range (0, 10]"},
+		{"training:\n  margin: -1\n", "training.margin: -1 is out of range [0, 100]"},
+		{"training:\n  gamma: 0\n", "training.gamma: 0 is out of range (0, 1]"},
+		{"training:\n  epochs: 0\n", "training.epochs: 0 is out of range"},
+		{"training:\n  val-step: -5\n", "training.val-step: -5 is out of range"},
+		{"training:\n  grad-clip: .inf\n", "training.grad-clip: +Inf is out of range"},
+		{"model:\n  dropout: 1.5\n", "model.dropout: 1.5 is not a probability in [0, 1)"},
+		{"image-model:\n  transformer-layers: -1\n", "image-model.transformer-layers: -1 is out of range [0, 256]"},
+		{"model:\n  layers: 100000\n", "model.layers: 100000 is out of range [0, 256]"},
+		{"model:\n  embed-size: 2000000000\n", "model.embed-size: 2000000000 is out of range [1, 65536]"},
+		{"dataset:\n  max-caption-tokens: 0\n", "dataset.max-caption-tokens: 0: training needs a caption length"},
+		{"dataset:\n  name: \"../x y\"\n", "dataset.name"},
+		{"image-model:\n  name: resnet\n", "image-model.name: \"resnet\" is not one of bottomup"},
+		{"", "the config is empty"},
+		{"\n# only a comment\n", "the config is empty"},
+		{"~\n", "the config is empty"},
+		{"{}\n", "the config is empty"},
+		{"model: [1\n", "yaml"},
 		{"dataset:\n  max-caption-tokens: 1\n", "dataset.max-caption-tokens"},
 		{"model:\n  embed-size: 30\n  heads: 4\n", "does not divide"},
 		{"model:\n  nme: teran\n", "field nme not found"}, // unknown key, with its line
@@ -60,6 +87,87 @@ func TestConfigErrors(t *testing.T) {
 		_, err := ParseConfig([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one mentioning %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+// TestEmptyConfigFile refuses a config file without a key, naming it.
+func TestEmptyConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(path, []byte("# nothing yet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadConfig(path)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "the config is empty") {
+		t.Fatalf("LoadConfig of an empty file: %v", err)
+	}
+}
+
+// TestMemoryEstimate checks the estimate's scale on the paper's config and
+// that nonsense sizes give huge numbers, never an overflow or a panic.
+func TestMemoryEstimate(t *testing.T) {
+	paper := EstimateMemory(Default(), 36)
+	if gib := paper.Total() / (1 << 30); gib < 2 || gib > 40 {
+		t.Errorf("TERAN at paper size, bs 40: %s; want between 2 and 40 GiB", paper)
+	}
+	if paper.Optimizer != 3*paper.Weights {
+		t.Errorf("gradients and Adam moments %v, want 3 x the weights %v", paper.Optimizer, paper.Weights)
+	}
+	small, err := LoadConfig("teran-mrsw-small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := EstimateMemory(small, 36); s.Total() > paper.Total()/4 || s.Total() < 1<<20 {
+		t.Errorf("small config: %s", s)
+	}
+	huge := Default()
+	huge.Model.EmbedSize, huge.Model.Layers = 2_000_000_000, 100000
+	if h := EstimateMemory(huge, 36).Total(); !(h > 1e20) || math.IsInf(h, 0) {
+		t.Errorf("huge config: %g bytes", h)
+	}
+	bigBatch := Default()
+	bigBatch.Training.BatchSize = 4000
+	if EstimateMemory(bigBatch, 36).Activations < 100*paper.Activations {
+		t.Error("activations do not grow with the square of the batch size (the alignment of every pair)")
+	}
+}
+
+func TestReadMemInfo(t *testing.T) {
+	dir := t.TempDir()
+	meminfo := filepath.Join(dir, "meminfo")
+	os.WriteFile(meminfo, []byte("MemTotal:       24000000 kB\nMemFree:  1000 kB\nMemAvailable:   20000000 kB\n"), 0o644)
+	m, ok := readMemInfo(meminfo, filepath.Join(dir, "none"), filepath.Join(dir, "none"))
+	if !ok || m.Total != 24000000*1024 || m.Available != 20000000*1024 {
+		t.Fatalf("readMemInfo = %+v, %v", m, ok)
+	}
+	limit, current := filepath.Join(dir, "memory.max"), filepath.Join(dir, "memory.current")
+	os.WriteFile(limit, []byte("4294967296\n"), 0o644)
+	os.WriteFile(current, []byte("1073741824\n"), 0o644)
+	if m, ok := readMemInfo(meminfo, limit, current); !ok || m.Total != 4<<30 || m.Available != 3<<30 {
+		t.Fatalf("with a cgroup limit: %+v, %v", m, ok)
+	}
+	os.WriteFile(limit, []byte("max\n"), 0o644)
+	if m, ok := readMemInfo(meminfo, limit, current); !ok || m.Total != 24000000*1024 {
+		t.Fatalf("with no cgroup limit: %+v, %v", m, ok)
+	}
+	if _, ok := readMemInfo(filepath.Join(dir, "none"), limit, current); ok {
+		t.Fatal("a missing meminfo is known")
+	}
+}
+
+// TestRunRefusesWhatCannotFit runs a config that needs more memory than a
+// (pretended) machine has: it is refused before the model is allocated,
+// with the estimate and the machine's memory.
+func TestRunRefusesWhatCannotFit(t *testing.T) {
+	dir := testWorld(t)
+	defer func(f func() (Memory, bool)) { systemMemory = f }(systemMemory)
+	systemMemory = func() (Memory, bool) { return Memory{Available: 1 << 30, Total: 2 << 30}, true }
+	cfg := tinyConfig(t, "teran-mrsw-small.yaml")
+	cfg.Model.EmbedSize, cfg.Model.FF, cfg.Model.Layers = 8192, 32768, 64
+	_, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: t.TempDir(), MaxIters: 1})
+	for _, w := range []string{"the config needs about", "GiB", "parameters", "activations of a batch of 32 with 12 regions", "this machine has 1.0 GiB available (2.0 GiB in all)"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
 		}
 	}
 }

@@ -88,6 +88,7 @@ func TestModelGradients(t *testing.T) {
 			cfg.TextModel = model.TextConfig{Name: "bert", WordDim: 8, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 8, MaxPositions: 16,
 				EmbedDim: 8, Hidden: 4, Bidirectional: true, Layers: 1}
 			cfg.Model = model.JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
+			cfg.Dataset.MaxCaptionTokens = 16 // within BERT's 16 positions
 			cfg.Training.MaxViolation = false // smooth enough for finite differences
 			if c.edit != nil {
 				c.edit(&cfg)

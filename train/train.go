@@ -15,12 +15,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/progress"
 )
@@ -47,6 +49,63 @@ type Options struct {
 	// CheckpointEvery also writes last.safetensors every so many
 	// iterations between validations (0: only at validations and the end).
 	CheckpointEvery int
+	// CheckpointInterval also writes last.safetensors when this much wall
+	// time has passed since the previous save (0: never by time).
+	CheckpointInterval time.Duration
+	// Overwrite lets a fresh run (not Resume) start in a directory that
+	// holds another run's checkpoints, removing them first. Without it such
+	// a run is refused.
+	Overwrite bool
+}
+
+// runFiles are the files a run writes into its directory; Overwrite removes
+// them, and a fresh run without Overwrite refuses a directory holding any
+// of the checkpoints among them.
+var runFiles = []string{"last.safetensors", "best-rsum.safetensors", "best-ndcg.safetensors",
+	"metrics.csv", "metrics.json", "curves.png", "config.yaml"}
+
+// openRunDir locks the run directory out (creating it) and checks that a
+// fresh run does not clobber another unless overwrite: the caller releases
+// the lock.
+func openRunDir(out string, resume, overwrite bool) (*lockfile.Lock, error) {
+	if out == "" {
+		return nil, errors.New("no output directory: give --out DIR")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("create run directory: %w", err)
+	}
+	lock, err := lockfile.Acquire(out, "run directory")
+	if err != nil {
+		return nil, err
+	}
+	if resume {
+		return lock, nil
+	}
+	var found []string
+	for _, name := range runFiles {
+		if strings.HasSuffix(name, ".safetensors") {
+			if _, err := os.Stat(filepath.Join(out, name)); err == nil {
+				found = append(found, name)
+			}
+		}
+	}
+	if len(found) > 0 && !overwrite {
+		lock.Release()
+		return nil, fmt.Errorf("%s holds the checkpoints of another run (%s): continue it with --resume, replace it with --overwrite, or choose another --out", out, strings.Join(found, ", "))
+	}
+	return lock, nil
+}
+
+// clearRunDir removes the files of an earlier run from out (Overwrite). It
+// runs once the new run has its data and model, so that a mistyped flag
+// does not cost the old run.
+func clearRunDir(out string) error {
+	for _, name := range runFiles {
+		if err := os.Remove(filepath.Join(out, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("overwrite %s: %w", out, err)
+		}
+	}
+	return nil
 }
 
 // Result summarises a finished run.
@@ -102,13 +161,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, errors.New("no data: give --data DIR or dataset.data in the config")
 	}
 	cfg.Dataset.Data = src.Path
-	if o.Out == "" {
-		return nil, errors.New("no output directory: give --out DIR")
+	lock, err := openRunDir(o.Out, o.Resume, o.Overwrite)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("create run directory: %w", err)
-	}
-	src, err := src.Resolve()
+	defer lock.Release()
+	src, err = src.Resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -160,11 +218,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		sized := cfg
+		if sized.TextModel.Pretrain == "" {
+			sized.TextModel.VocabSize = tok.Vocab().Len()
+		}
+		regions, _ := trainSplit.Images.Dims()
+		est := EstimateMemory(sized, regions)
+		slog.Info("memory estimate", "estimate", est.String())
+		if err := checkMemory(est); err != nil {
+			return nil, err
+		}
 		if m, err = model.New(mc, tok, cfg.Training.Seed); err != nil {
 			return nil, err
 		}
 		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
 		st.BestRSum, st.BestNDCG = -1, -1
+		if o.Overwrite {
+			if err := clearRunDir(o.Out); err != nil {
+				return nil, err
+			}
+		}
 	}
 	eval.LogImageInput(m, trainSplit)
 	if err := atomicfile.WriteBytes(filepath.Join(o.Out, "config.yaml"), []byte(cfg.Marshal())); err != nil {
@@ -199,7 +272,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.MaxIters > 0 {
 		totalIters = min(totalIters, o.MaxIters)
 	}
-	bar := progress.New("train", int64(totalIters), "it")
+	var barOpts []progress.Option
+	if o.TimeBudget > 0 {
+		// The run ends at the budget whatever the epochs say: show its ETA.
+		barOpts = append(barOpts, progress.Deadline(time.Now().Add(o.TimeBudget-time.Duration(st.Elapsed*float64(time.Second)))))
+	}
+	bar := progress.New("train", int64(totalIters), "it", barOpts...)
 	bar.Add(int64(st.Iter))
 	start := time.Now()
 	elapsedBefore := st.Elapsed
@@ -251,11 +329,41 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return writeMetrics(o.Out, st.History)
 	}
 
+	// interrupted saves the state after the last finished step and says
+	// where it is.
+	interrupted := func() (*Result, error) {
+		if err := save(lastPath, true); err != nil {
+			return nil, fmt.Errorf("interrupted at iteration %d, and saving %s failed: %w", st.Iter, lastPath, err)
+		}
+		slog.Info("interrupted; saved the run", "iter", st.Iter, "checkpoint", lastPath)
+		return nil, &Interrupted{Checkpoint: lastPath, Iter: st.Iter, Err: ctx.Err()}
+	}
+	// validateOrStop validates; when the context ends during validation,
+	// the step is kept all the same, and a resumed run validates first.
+	validateOrStop := func() (stop bool, err error) {
+		err = validate()
+		if err != nil && ctx.Err() != nil {
+			return true, nil
+		}
+		return false, err
+	}
+	valDue := func(iter int, endOfEpoch bool) bool {
+		return (tc.ValStep > 0 && iter%tc.ValStep == 0) || endOfEpoch
+	}
+	if st.Iter > 0 && valDue(st.Iter, st.Pos == 0) && (len(st.History) == 0 || st.History[len(st.History)-1].Iter != st.Iter) {
+		// The run was stopped during this iteration's validation.
+		if stop, err := validateOrStop(); err != nil {
+			return nil, err
+		} else if stop {
+			return interrupted()
+		}
+	}
+
 	stopped := "epochs"
+	lastSave := time.Now()
 	for st.Iter < totalIters {
-		if err := ctx.Err(); err != nil {
-			stopped = "interrupted"
-			break
+		if ctx.Err() != nil {
+			return interrupted()
 		}
 		if o.TimeBudget > 0 && elapsedBefore+time.Since(start).Seconds() >= o.TimeBudget.Seconds() {
 			stopped = "time budget"
@@ -281,31 +389,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		bar.Add(1)
 		bar.Describe(fmt.Sprintf("epoch %d loss %.4f %.0f ex/s", st.Epoch, loss, float64(examples)/time.Since(lastRecord).Seconds()))
-		endOfEpoch := st.Pos == 0
-		if (tc.ValStep > 0 && st.Iter%tc.ValStep == 0) || endOfEpoch {
-			if err := validate(); err != nil {
+		if testHookStep != nil {
+			testHookStep(st.Iter)
+		}
+		switch {
+		case valDue(st.Iter, st.Pos == 0):
+			if stop, err := validateOrStop(); err != nil {
 				return nil, err
+			} else if stop {
+				return interrupted()
 			}
-		} else if o.CheckpointEvery > 0 && st.Iter%o.CheckpointEvery == 0 {
+			lastSave = time.Now()
+		case (o.CheckpointEvery > 0 && st.Iter%o.CheckpointEvery == 0) ||
+			(o.CheckpointInterval > 0 && time.Since(lastSave) >= o.CheckpointInterval):
 			if err := save(lastPath, true); err != nil {
 				return nil, err
 			}
+			lastSave = time.Now()
 		}
 	}
 	bar.Finish()
 	if o.MaxIters > 0 && st.Iter >= o.MaxIters && stopped == "epochs" {
 		stopped = "iterations"
 	}
-	if stopped != "interrupted" && (len(st.History) == 0 || st.History[len(st.History)-1].Iter != st.Iter) {
-		if err := validate(); err != nil {
+	if len(st.History) == 0 || st.History[len(st.History)-1].Iter != st.Iter {
+		if stop, err := validateOrStop(); err != nil {
 			return nil, err
+		} else if stop {
+			return interrupted()
 		}
-	} else if stopped == "interrupted" {
-		// Keep what was done: a later --resume continues from here.
-		if err := save(lastPath, true); err != nil {
-			return nil, err
-		}
-		return nil, ctx.Err()
 	}
 	res.Iters, res.Epochs, res.Stopped = st.Iter, st.Epoch, stopped
 	res.BestRSum, res.BestNDCG = st.BestRSum, st.BestNDCG
@@ -333,6 +445,30 @@ func epochOrder(seed uint64, epoch, n int) []int {
 	rng := rand.New(rand.NewPCG(seed, 0x6570+uint64(epoch)))
 	return rng.Perm(n)
 }
+
+// Interrupted is the error of Run when its context ends during training:
+// the step under way was finished and the run saved to Checkpoint, from
+// which Options.Resume continues exactly.
+type Interrupted struct {
+	// Checkpoint is the saved last.safetensors.
+	Checkpoint string
+	// Iter is the number of iterations done and saved.
+	Iter int
+	// Err is the context's error.
+	Err error
+}
+
+// Error says where the run was saved.
+func (e *Interrupted) Error() string {
+	return fmt.Sprintf("interrupted after iteration %d; saved %s", e.Iter, e.Checkpoint)
+}
+
+// Unwrap returns the context's error.
+func (e *Interrupted) Unwrap() error { return e.Err }
+
+// testHookStep, when set by a test, runs after every finished step with the
+// number of iterations done.
+var testHookStep func(iter int)
 
 // Metadata keys that a run adds to its checkpoints: its whole training
 // config and the loop's state (for --resume).

@@ -82,9 +82,14 @@ func AlignmentOverlay(img image.Image, caption string, words []WordRegion, scale
 	return out
 }
 
-// ResultGrid lays out a query and its top results in one row: each result
-// image scaled by scale, with its label (rank, score, id) below it and a
-// green frame around the results marked relevant.
+// GroundTruth is the colour that marks ground-truth results.
+var GroundTruth = color.RGBA{40, 170, 40, 255}
+
+// ResultGrid lays out a query and its results in one row: each result
+// image scaled by scale, with its label (rank, score, id) below it. The
+// results marked relevant (the ground truth) get a thick green frame and
+// "ground truth" written in green under their label, so that a reader sees
+// at once whether and where the right image came.
 func ResultGrid(query string, imgs []image.Image, labels []string, relevant []bool, scale int) *image.RGBA {
 	scale = max(scale, 1)
 	cellW, cellH := 0, 0
@@ -93,8 +98,9 @@ func ResultGrid(query string, imgs []image.Image, labels []string, relevant []bo
 		cellH = max(cellH, im.Bounds().Dy()*scale)
 	}
 	const pad = 8
+	cellW = max(cellW, 12*7) // room for the "ground truth" line
 	width := max(len(imgs)*(cellW+pad)+pad, 400)
-	out := image.NewRGBA(image.Rect(0, 0, width, cellH+3*lineH+3*pad))
+	out := image.NewRGBA(image.Rect(0, 0, width, cellH+4*lineH+3*pad))
 	draw.Draw(out, out.Bounds(), &image.Uniform{white}, image.Point{}, draw.Src)
 	text(out, pad, lineH, wrap("query: "+query, width/7-2), black)
 	top := lineH + 2*pad
@@ -102,11 +108,12 @@ func ResultGrid(query string, imgs []image.Image, labels []string, relevant []bo
 		x := pad + i*(cellW+pad)
 		sub := out.SubImage(image.Rect(x, top, x+cellW, top+cellH)).(*image.RGBA)
 		scaleInto(sub, im, scale)
-		if i < len(relevant) && relevant[i] {
-			rect(out, x-3, top-3, x+cellW+2, top+cellH+2, 3, color.RGBA{40, 170, 40, 255})
-		}
 		if i < len(labels) {
 			text(out, x, top+cellH+lineH+2, labels[i], grey)
+		}
+		if i < len(relevant) && relevant[i] {
+			rect(out, x-4, top-4, x+cellW+3, top+cellH+3, 4, GroundTruth)
+			text(out, x, top+cellH+2*lineH+2, "ground truth", GroundTruth)
 		}
 	}
 	return out

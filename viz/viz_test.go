@@ -47,18 +47,32 @@ func TestAlignmentOverlayDrawsBoxesInWordColours(t *testing.T) {
 	}
 }
 
-func TestResultGridFramesRelevant(t *testing.T) {
-	imgs := []image.Image{image.NewRGBA(image.Rect(0, 0, 20, 10)), image.NewRGBA(image.Rect(0, 0, 20, 10))}
+// TestResultGridMarksGroundTruth checks that the ground-truth result is
+// framed and labelled in green, and the others are not.
+func TestResultGridMarksGroundTruth(t *testing.T) {
+	imgs := []image.Image{image.NewRGBA(image.Rect(0, 0, 50, 40)), image.NewRGBA(image.Rect(0, 0, 50, 40))}
 	out := ResultGrid("a query", imgs, []string{"#1", "#2"}, []bool{false, true}, 2)
 	const pad = 8
 	top := lineH + 2*pad
-	cellW := 40
-	x2 := pad + 1*(cellW+pad)
-	if got := out.RGBAAt(x2-3, top+5); got != (color.RGBA{40, 170, 40, 255}) {
-		t.Errorf("relevant result not framed: %v", got)
+	cellW, cellH := 100, 80
+	green := func(x0, y0, x1, y1 int) int {
+		n := 0
+		for y := y0; y < y1; y++ {
+			for x := x0; x < x1; x++ {
+				if out.RGBAAt(x, y) == GroundTruth {
+					n++
+				}
+			}
+		}
+		return n
 	}
-	if got := out.RGBAAt(pad-3, top+5); got == (color.RGBA{40, 170, 40, 255}) {
-		t.Errorf("irrelevant result framed")
+	for i, want := range []bool{false, true} {
+		x := pad + i*(cellW+pad)
+		frame := green(x-4, top-4, x+cellW+4, top)                         // the band above the cell
+		label := green(x, top+cellH+lineH+4, x+cellW, top+cellH+2*lineH+4) // the line under the label
+		if (frame >= 4*cellW) != want || (label > 20) != want {
+			t.Errorf("result %d (ground truth %v): %d green pixels in the frame, %d in the label line", i, want, frame, label)
+		}
 	}
 }
 

@@ -72,3 +72,52 @@ func (f *dataFlags) source() (data.Source, error) {
 	}
 	return r, err
 }
+
+// args returns the flags that select the same dataset again, as a command
+// line would give them (defaults left out).
+func (f *dataFlags) args() []string {
+	args := []string{"--data", f.path}
+	if f.format != "" && f.format != "auto" {
+		args = append(args, "--format", f.format)
+	}
+	if f.karpathy != "" {
+		args = append(args, "--karpathy", f.karpathy)
+	}
+	if f.sizes != "" {
+		args = append(args, "--sizes", f.sizes)
+	}
+	if len(f.cocoAnns) > 0 {
+		args = append(args, "--coco-annotations", strings.Join(f.cocoAnns, ","))
+	}
+	if f.ids != "" && f.ids != "auto" {
+		args = append(args, "--ids", f.ids)
+	}
+	return args
+}
+
+// shellJoin joins args into a line that a POSIX shell splits back into
+// them: arguments with characters the shell treats specially are quoted.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = shellQuote(a)
+	}
+	return strings.Join(out, " ")
+}
+
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./,:=+@%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

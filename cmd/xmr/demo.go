@@ -63,9 +63,13 @@ func runDemo(ctx context.Context, args []string) error {
 	f := demoFlags
 	world := filepath.Join(f.dir, "world")
 	run := filepath.Join(f.dir, "run")
-	if _, err := os.Stat(filepath.Join(world, "world.json")); err != nil {
+	manifest, err := synth.LoadManifest(world)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stdout, "    (the world in %s is unreadable, generating it again: %v)\n", world, err)
+		}
 		fmt.Fprintf(stdout, "1/4 generating a synthetic world of %d images in %s\n", f.n, world)
-		if _, err := synth.Generate(ctx, world, synth.Config{N: f.n, Seed: 1, Dim: 256, Regions: 36, Noise: 0.1, Progress: true}); err != nil {
+		if manifest, err = synth.Generate(ctx, world, synth.Config{N: f.n, Seed: 1, Dim: 256, Regions: 36, Noise: 0.1, Progress: true}); err != nil {
 			return err
 		}
 	} else {
@@ -78,8 +82,7 @@ func runDemo(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "2/4 training %s (%s) for %v in %s\n", f.config, cfg.Model.Name, f.timeBudget, run)
-		os.RemoveAll(run)
-		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, ValImages: 500})
+		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, ValImages: 500, Overwrite: true})
 		if err != nil {
 			return err
 		}
@@ -147,14 +150,14 @@ func runDemo(ctx context.Context, args []string) error {
 		var cells []image.Image
 		var labels []string
 		var relevant []bool
-		for r, h := range model.TopK(column, 5) {
-			im, err := loadImage(world, split, h.Index)
+		for _, h := range queryResults(column, i, 5) {
+			im, err := loadImage(world, split, h.index)
 			if err != nil {
 				return err
 			}
 			cells = append(cells, im)
-			labels = append(labels, fmt.Sprintf("#%d %.2f", r+1, h.Score))
-			relevant = append(relevant, h.Index == i)
+			labels = append(labels, fmt.Sprintf("#%d %.2f", h.rank, h.score))
+			relevant = append(relevant, h.index == i)
 		}
 		path := filepath.Join(f.dir, fmt.Sprintf("query-%d.png", k+1))
 		if err := viz.SavePNG(path, viz.ResultGrid(split.Captions[c], cells, labels, relevant, 2)); err != nil {
@@ -165,8 +168,64 @@ func runDemo(ctx context.Context, args []string) error {
 	if len(files) > 0 {
 		fmt.Fprintf(stdout, "    wrote %s\n", strings.Join(files, ", "))
 	}
-	fmt.Fprintf(stdout, "\nNext: xmr eval --checkpoint %s --data %s --split testall --protocol 1k\n", best, world)
+	fmt.Fprintf(stdout, "\nNext, on the same world:\n")
+	for _, args := range demoNext(best, world, manifest) {
+		fmt.Fprintf(stdout, "  %s\n", shellJoin(args))
+	}
 	return nil
+}
+
+// demoNext returns the commands the demo suggests afterwards: only ones
+// that work on the world m just made (TestDemoNextCommandsRun runs them),
+// evaluating the checkpoint best on the test split and on all of testall,
+// with the 1K and 5K protocols where testall has the images they need.
+func demoNext(best, world string, m *synth.Manifest) [][]string {
+	eval := []string{"xmr", "eval", "--checkpoint", best, "--data", world}
+	out := [][]string{append(slices.Clone(eval), "--split", "test")}
+	testall := 0
+	for _, s := range m.Splits {
+		if s.Name == "testall" {
+			testall = s.Len
+		}
+	}
+	if testall > 1000 {
+		out = append(out, append(slices.Clone(eval), "--split", "testall"))
+	}
+	if testall >= 2000 && testall%1000 == 0 {
+		out = append(out, append(slices.Clone(eval), "--split", "testall", "--protocol", "1k"))
+	}
+	if testall == 5000 {
+		out = append(out, append(slices.Clone(eval), "--split", "testall", "--protocol", "5k"))
+	}
+	return out
+}
+
+// queryResult is one image of a query's result grid.
+type queryResult struct {
+	index, rank int // rank counts from 1
+	score       float32
+}
+
+// queryResults returns the k best images by score, and when the
+// ground-truth image truth is not among them, it too, last, with its rank:
+// the grid always shows where the right image came.
+func queryResults(scores []float32, truth, k int) []queryResult {
+	var out []queryResult
+	found := false
+	for r, h := range model.TopK(scores, k) {
+		out = append(out, queryResult{index: h.Index, rank: r + 1, score: h.Score})
+		found = found || h.Index == truth
+	}
+	if !found && truth >= 0 && truth < len(scores) {
+		rank := 1
+		for j, s := range scores {
+			if s > scores[truth] || (s == scores[truth] && j < truth) {
+				rank++
+			}
+		}
+		out = append(out, queryResult{index: truth, rank: rank, score: scores[truth]})
+	}
+	return out
 }
 
 // loadImage reads the PNG of image i of a synthetic split.

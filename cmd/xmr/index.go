@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -92,6 +93,9 @@ func runIndex(ctx context.Context, args []string) error {
 	start := time.Now()
 	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true})
 	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was, and this build's files are removed (run the same command again)", f.out)}
+		}
 		return err
 	}
 	ni, nc := 0, 0

@@ -58,6 +58,10 @@ func usageErrorf(format string, args ...any) error {
 // buffer (runMain sets it).
 var stdout io.Writer = os.Stdout
 
+// exitInterrupted is the exit code of a command stopped by SIGINT or
+// SIGTERM (128 + SIGINT, as shells report it).
+const exitInterrupted = 130
+
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -96,6 +100,9 @@ func runMain(args []string, out, stderr io.Writer) int {
 	defer stop()
 	if err := c.run(ctx, fs.Args()); err != nil {
 		fmt.Fprintf(stderr, "xmr %s: %v\n", c.name, err)
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return exitInterrupted
+		}
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "run \"xmr %s -h\" for help\n", c.name)
 			return 2
@@ -104,6 +111,17 @@ func runMain(args []string, out, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// interruptedError is the error of a command stopped by SIGINT or SIGTERM:
+// msg says what was kept and how to go on; it wraps the context's error, so
+// that runMain exits with exitInterrupted.
+type interruptedError struct {
+	msg string
+	err error
+}
+
+func (e *interruptedError) Error() string { return e.msg }
+func (e *interruptedError) Unwrap() error { return e.err }
 
 func newFlagSet(c *command, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("xmr "+c.name, flag.ContinueOnError)

@@ -21,6 +21,9 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"train"}, 2, nil, []string{"--out is required"}, ""},
 		{[]string{"eval", "--protocol", "2k", "--sims", "x.npy"}, 2, nil, []string{"protocol"}, ""},
 		{[]string{"bench", "nosuch"}, 2, nil, []string{`unknown benchmark "nosuch"`, "gemm"}, ""},
+		{[]string{"synth", "--out", "unused", "--dim", "0"}, 2, nil, []string{"--dim and --regions must be positive, have 0 and 36"}, ""},
+		{[]string{"synth", "--out", "unused", "--regions", "0"}, 2, nil, []string{"--dim and --regions must be positive, have 2048 and 0"}, ""},
+		{[]string{"train", "--out", "unused", "--data", ".", "--resume", "--overwrite"}, 2, nil, []string{"--resume and --overwrite exclude each other"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,9 @@ func runSynth(ctx context.Context, args []string) error {
 		return usageErrorf("--out is required")
 	}
 	cfg := synthFlags.cfg
+	if cfg.Dim <= 0 || cfg.Regions <= 0 {
+		return usageErrorf("--dim and --regions must be positive, have %d and %d", cfg.Dim, cfg.Regions)
+	}
 	cfg.Progress = true
 	w, err := synth.New(cfg)
 	if err != nil {
@@ -60,6 +64,9 @@ func runSynth(ctx context.Context, args []string) error {
 	defer synth.SingleThreadBLAS()() // workers run in parallel; BLAS threads would compete
 	start := time.Now()
 	m, err := w.Write(ctx, synthFlags.out)
+	if errors.Is(err, context.Canceled) {
+		return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was written under a final name in %s and the temporary files are removed (generation is deterministic: run the same command again)", synthFlags.out)}
+	}
 	if err != nil {
 		return err
 	}

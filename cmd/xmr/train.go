@@ -2,25 +2,33 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	"github.com/xmr-project/xmr/train"
 )
 
-var trainFlags struct {
-	config     string
-	data       dataFlags
-	out        string
-	timeBudget time.Duration
-	resume     bool
-	maxIters   int
-	valImages  int
-	cpuProfile string
+// trainOptions are the flags of xmr train.
+type trainOptions struct {
+	config          string
+	data            dataFlags
+	out             string
+	timeBudget      time.Duration
+	resume          bool
+	overwrite       bool
+	maxIters        int
+	valImages       int
+	checkpointEvery time.Duration
+	checkpointIters int
+	cpuProfile      string
 }
+
+var trainFlags trainOptions
 
 func init() {
 	register(&command{
@@ -37,13 +45,20 @@ func init() {
 
 Writes DIR/last.safetensors (with optimiser state, for --resume),
 best-rsum.safetensors, best-ndcg.safetensors, metrics.csv, metrics.json,
-curves.png and config.yaml.`,
+curves.png and config.yaml. One run at a time holds DIR (the lock file
+DIR/xmr.lock names its pid); a new run into a directory with another run's
+checkpoints needs --resume or --overwrite. Ctrl-C (SIGINT) or SIGTERM
+finishes the current step, saves last.safetensors, prints the command that
+continues the run and exits with status 130.`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&trainFlags.config, "config", "", "YAML config (see configs/); not needed with --resume")
 			trainFlags.data.addTo(fs)
 			fs.StringVar(&trainFlags.out, "out", "", "run directory for checkpoints and metrics")
 			fs.DurationVar(&trainFlags.timeBudget, "time-budget", 0, "stop cleanly after this much training time, e.g. 10m (0: no limit)")
 			fs.BoolVar(&trainFlags.resume, "resume", false, "continue from OUT/last.safetensors")
+			fs.BoolVar(&trainFlags.overwrite, "overwrite", false, "start afresh in OUT even though it holds another run's checkpoints, removing them")
+			fs.DurationVar(&trainFlags.checkpointEvery, "checkpoint-every", 10*time.Minute, "also save OUT/last.safetensors after this much time without a save (0: only at validations)")
+			fs.IntVar(&trainFlags.checkpointIters, "checkpoint-iters", 0, "also save OUT/last.safetensors every N iterations (0: only at validations and by time)")
 			fs.IntVar(&trainFlags.maxIters, "max-iters", 0, "stop after this many iterations (0: the configured epochs)")
 			fs.IntVar(&trainFlags.valImages, "val-images", 1000, "dev images used for validation")
 			fs.StringVar(&trainFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
@@ -59,6 +74,12 @@ func runTrain(ctx context.Context, args []string) error {
 	f := trainFlags
 	if f.out == "" {
 		return usageErrorf("--out is required")
+	}
+	if f.resume && f.overwrite {
+		return usageErrorf("--resume and --overwrite exclude each other")
+	}
+	if f.checkpointEvery < 0 || f.checkpointIters < 0 {
+		return usageErrorf("--checkpoint-every and --checkpoint-iters must not be negative")
 	}
 	src, err := f.data.source()
 	if err != nil {
@@ -88,7 +109,15 @@ func runTrain(ctx context.Context, args []string) error {
 		return usageErrorf("--config is required (or --resume)")
 	}
 	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
-		Resume: f.resume, MaxIters: f.maxIters, ValImages: f.valImages})
+		Resume: f.resume, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
+		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters})
+	var intr *train.Interrupted
+	switch {
+	case errors.As(err, &intr):
+		return fmt.Errorf("%w\ncontinue with:\n  %s", err, resumeCommand(f))
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return &interruptedError{err: err, msg: fmt.Sprintf("interrupted before the first step; %s is as it was: run the same command again", f.out)}
+	}
 	if err != nil {
 		return err
 	}
@@ -100,4 +129,28 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(stdout, "\nbest rsum %.1f; checkpoints in %s\n", res.BestRSum, f.out)
 	return nil
+}
+
+// resumeCommand returns the command line that continues the run of f: the
+// run directory, --resume, the flags that locate the data and those that
+// bound the run.
+func resumeCommand(f trainOptions) string {
+	args := []string{"xmr", "train", "--out", f.out, "--resume"}
+	args = append(args, f.data.args()...)
+	if f.timeBudget > 0 {
+		args = append(args, "--time-budget", f.timeBudget.String())
+	}
+	if f.maxIters > 0 {
+		args = append(args, "--max-iters", strconv.Itoa(f.maxIters))
+	}
+	if f.valImages != 1000 {
+		args = append(args, "--val-images", strconv.Itoa(f.valImages))
+	}
+	if f.checkpointEvery != 10*time.Minute {
+		args = append(args, "--checkpoint-every", f.checkpointEvery.String())
+	}
+	if f.checkpointIters > 0 {
+		args = append(args, "--checkpoint-iters", strconv.Itoa(f.checkpointIters))
+	}
+	return shellJoin(args)
 }

@@ -123,13 +123,21 @@ func Read(r io.Reader) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wordnet: %w", err)
 	}
+	return decode(data)
+}
+
+// decode parses the uncompressed table. Every count is bounded by the bytes
+// left to hold it before anything is allocated, so that a corrupt count
+// costs an error, not gigabytes.
+func decode(data []byte) (*DB, error) {
 	d := &decoder{b: data}
 	if string(d.bytes(len(magic))) != magic {
 		return nil, fmt.Errorf("%w: bad magic", errFormat)
 	}
 	db := &DB{}
 	db.nSynsets = d.int(1 << 24)
-	n := d.int(1 << 24)
+	// A lemma takes at least 3 bytes: prefix length, suffix length, mask.
+	n := d.int(min(1<<24, d.left()/3))
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -165,11 +173,11 @@ func Read(r io.Reader) (*DB, error) {
 		}
 	}
 	for p := Noun; p < NumPOS && d.err == nil; p++ {
-		ne := d.int(1 << 20)
+		ne := d.int(min(1<<20, d.left()/2)) // an exception takes at least 2 bytes
 		db.exc[p] = make(map[string][]string, ne)
 		for j := 0; j < ne && d.err == nil; j++ {
 			k := d.str()
-			nb := d.int(64)
+			nb := d.int(min(64, d.left()))
 			bases := make([]string, 0, nb)
 			for x := 0; x < nb; x++ {
 				bases = append(bases, d.str())
@@ -194,6 +202,9 @@ type decoder struct {
 	off int
 	err error
 }
+
+// left returns the number of bytes not yet read.
+func (d *decoder) left() int { return len(d.b) - d.off }
 
 func (d *decoder) fail(msg string) {
 	if d.err == nil {
