@@ -105,8 +105,10 @@ func crcF32(x []float32) uint32 {
 	return crc
 }
 
-// firstNonFinite returns the index of the first NaN or infinite element of
-// raw data of dtype, or -1. Only float dtypes can hold one.
+// firstNonFinite returns the index of the first element of raw data of
+// dtype that is NaN or infinite once read as float32, or -1. Only float
+// dtypes can hold one; an F64 value beyond float32's range counts, as it
+// reads as infinite.
 func firstNonFinite(raw []byte, dtype string) int {
 	switch dtype {
 	case "F32":
@@ -129,7 +131,8 @@ func firstNonFinite(raw []byte, dtype string) int {
 		}
 	case "F64":
 		for i := 0; i+8 <= len(raw); i += 8 {
-			if binary.LittleEndian.Uint64(raw[i:])&0x7ff0000000000000 == 0x7ff0000000000000 {
+			v := float32(math.Float64frombits(binary.LittleEndian.Uint64(raw[i:])))
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return i / 8
 			}
 		}

@@ -2,35 +2,39 @@
 
 #include "textflag.h"
 
-// MADD12 multiplies the 16 int16 of Y0 with the 16 int16 at off(R10) and
+// MADD multiplies the 16 int16 of Y0 with the 16 int16 at off(R10) and
 // adds the 8 pairwise int32 sums to accumulator acc.
 #define MADD(off, acc) \
 	VPMADDWD off(R10), Y0, Y1 \
 	VPADDD   Y1, acc, acc
 
 // HSUM4 reduces accumulators a, b, c, d (8 int32 each) to their 4 sums and
-// stores them as 4 int32 at dst.
+// adds them to the 4 int32 at dst.
 #define HSUM4(a, b, c, d, dst) \
 	VPHADDD      b, a, Y2 \
 	VPHADDD      d, c, Y3 \
 	VPHADDD      Y3, Y2, Y2 \
 	VEXTRACTI128 $1, Y2, X3 \
 	VPADDD       X3, X2, X2 \
+	VPADDD       dst, X2, X2 \
 	VMOVDQU      X2, dst
 
-// func dots12AVX2(v *int8, nv int, q *int16, d int, out *int32)
+// func dots12AVX2(v *int8, nv, stride int, q *int16, dlen int, out *int32)
 //
-// For each of nv int8 vectors of length d at v (row after row) and each of
-// 12 query vectors, out[r*12+w] = sum_k v[r*d+k] * query_w[k], with the
-// queries as int16 in chunk-major order: q holds, for every chunk of 16
-// elements, the 16 values of query 0, then of query 1, ... of query 11
-// (384 bytes a chunk). d is a positive multiple of 16.
-TEXT ·dots12AVX2(SB), NOSPLIT, $0-40
-	MOVQ v+0(FP), SI
+// For each of nv int8 rows at v (row r starts at v[r*stride]) and each of
+// 12 query vectors, out[r*12+w] += sum_{k<dlen} v[r*stride+k] * query_w[k],
+// with the queries as int16 in chunk-major order: q holds, for every chunk
+// of 16 elements, the 16 values of query 0, then of query 1, ... of query
+// 11 (384 bytes a chunk). dlen is a positive multiple of 16. Callers split
+// long rows into spans of dlen so that the span of the query stays in the
+// L1 cache.
+TEXT ·dots12AVX2(SB), NOSPLIT, $0-48
+	MOVQ v+0(FP), R9
 	MOVQ nv+8(FP), CX
-	MOVQ q+16(FP), DI
-	MOVQ d+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ stride+16(FP), R11
+	MOVQ q+24(FP), DI
+	MOVQ dlen+32(FP), DX
+	MOVQ out+40(FP), R8
 
 region:
 	TESTQ CX, CX
@@ -47,6 +51,7 @@ region:
 	VPXOR Y13, Y13, Y13
 	VPXOR Y14, Y14, Y14
 	VPXOR Y15, Y15, Y15
+	MOVQ  R9, SI
 	MOVQ  DI, R10
 	MOVQ  DX, BX
 
@@ -73,6 +78,7 @@ chunk:
 	HSUM4(Y8, Y9, Y10, Y11, 16(R8))
 	HSUM4(Y12, Y13, Y14, Y15, 32(R8))
 	ADDQ $48, R8
+	ADDQ R11, R9
 	DECQ CX
 	JMP  region
 
@@ -80,33 +86,36 @@ done:
 	VZEROUPPER
 	RET
 
-// FMA12 multiplies the 8 float32 of Y0 with the 8 float32 at off(R10) and
+// FMA multiplies the 8 float32 of Y0 with the 8 float32 at off(R10) and
 // adds them to accumulator acc.
 #define FMA(off, acc) \
 	VFMADD231PS off(R10), Y0, acc
 
 // HSUMF4 reduces float accumulators a, b, c, d (8 float32 each) to their 4
-// sums and stores them as 4 float32 at dst.
+// sums and adds them to the 4 float32 at dst.
 #define HSUMF4(a, b, c, d, dst) \
 	VHADDPS      b, a, Y2 \
 	VHADDPS      d, c, Y3 \
 	VHADDPS      Y3, Y2, Y2 \
 	VEXTRACTF128 $1, Y2, X3 \
 	VADDPS       X3, X2, X2 \
+	VADDPS       dst, X2, X2 \
 	VMOVUPS      X2, dst
 
-// func dots12fAVX2(v *float32, nv int, q *float32, d int, out *float32)
+// func dots12fAVX2(v *float32, nv, stride int, q *float32, dlen int, out *float32)
 //
-// As dots12AVX2 for float32: out[r*12+w] = sum_k v[r*d+k] * query_w[k],
-// the queries chunk-major in chunks of 8 (for every 8 elements, the 8
-// values of query 0, ..., of query 11: 384 bytes a chunk). d is a positive
-// multiple of 8.
-TEXT ·dots12fAVX2(SB), NOSPLIT, $0-40
-	MOVQ v+0(FP), SI
+// As dots12AVX2 for float32: out[r*12+w] += sum_{k<dlen} v[r*stride+k] *
+// query_w[k], the queries chunk-major in chunks of 8 (for every 8 elements,
+// the 8 values of query 0, ..., of query 11: 384 bytes a chunk). dlen is a
+// positive multiple of 8; stride counts float32s.
+TEXT ·dots12fAVX2(SB), NOSPLIT, $0-48
+	MOVQ v+0(FP), R9
 	MOVQ nv+8(FP), CX
-	MOVQ q+16(FP), DI
-	MOVQ d+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ stride+16(FP), R11
+	SHLQ $2, R11
+	MOVQ q+24(FP), DI
+	MOVQ dlen+32(FP), DX
+	MOVQ out+40(FP), R8
 
 fregion:
 	TESTQ  CX, CX
@@ -123,6 +132,7 @@ fregion:
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
+	MOVQ   R9, SI
 	MOVQ   DI, R10
 	MOVQ   DX, BX
 
@@ -149,6 +159,7 @@ fchunk:
 	HSUMF4(Y8, Y9, Y10, Y11, 16(R8))
 	HSUMF4(Y12, Y13, Y14, Y15, 32(R8))
 	ADDQ $48, R8
+	ADDQ R11, R9
 	DECQ CX
 	JMP  fregion
 

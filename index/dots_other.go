@@ -9,9 +9,14 @@ var (
 	hasFMAAsm  = false
 )
 
-// dots12f computes out[r*12+w] for the nv float32 vectors of v (see
+// dots12f adds to out[r*12+w] the dot products of rows and queries (see
 // dots12fGo).
-func dots12f(v []float32, nv int, q []float32, d int, out []float32) { dots12fGo(v, nv, q, d, out) }
+func dots12f(v []float32, nv, stride int, q []float32, dlen int, out []float32) {
+	dots12fGo(v, nv, stride, q, dlen, out)
+}
 
-// dots12 computes out[r*12+w] for the nv vectors of v (see dots12Go).
-func dots12(v []int8, nv int, q []int16, d int, out []int32) { dots12Go(v, nv, q, d, out) }
+// dots12 adds to out[r*12+w] the integer dot products of rows and queries
+// (see dots12Go).
+func dots12(v []int8, nv, stride int, q []int16, dlen int, out []int32) {
+	dots12Go(v, nv, stride, q, dlen, out)
+}

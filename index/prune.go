@@ -150,14 +150,11 @@ func scoreCandidates(ctx context.Context, cands []candidate, q *packedQuery, s m
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var dots []int32
-			var sims []float32
-			one := make([]float32, 1)
+			var sc codeScratch
 			for lo := range tasks {
 				for i := lo; i < min(lo+chunk, len(cands)); i++ {
 					c := cands[i]
-					dots, sims = scoreBlock(c.seg.codes, q, s, queryIsText, c.row, c.row+1, dots, sims, one)
-					out[i] = one[0]
+					sc.score(c.seg.codes, q, s, queryIsText, c.row, c.row+1, out[i:i+1])
 				}
 			}
 		}()

@@ -80,14 +80,15 @@ func packQuery(vecs []float32, dim int) *packedQuery {
 	return p
 }
 
-// dots12Go is the portable dots12: for each of nv int8 rows of length d at
-// v and each of 12 queries packed chunk-major in q, out[r*12+w] is their
-// integer dot product.
-func dots12Go(v []int8, nv int, q []int16, d int, out []int32) {
+// dots12Go is the portable dots12: for each of nv int8 rows at v (row r
+// starts at v[r*stride]) and each of 12 queries packed chunk-major in q, it
+// adds to out[r*12+w] their integer dot product over the first dlen
+// elements.
+func dots12Go(v []int8, nv, stride int, q []int16, dlen int, out []int32) {
 	for r := 0; r < nv; r++ {
-		row := v[r*d : (r+1)*d]
+		row := v[r*stride : r*stride+dlen]
 		var acc [12]int32
-		for c := 0; c < d/16; c++ {
+		for c := 0; c < dlen/16; c++ {
 			chunk := row[c*16 : c*16+16]
 			qc := q[c*192 : c*192+192]
 			for w := 0; w < 12; w++ {
@@ -99,18 +100,21 @@ func dots12Go(v []int8, nv int, q []int16, d int, out []int32) {
 				acc[w] += s
 			}
 		}
-		copy(out[r*12:r*12+12], acc[:])
+		for w, a := range acc {
+			out[r*12+w] += a
+		}
 	}
 }
 
-// dots12fGo is the portable dots12f: for each of nv float32 rows of length
-// d at v and each of 12 queries packed chunk-major in chunks of 8 in q,
-// out[r*12+w] is their dot product.
-func dots12fGo(v []float32, nv int, q []float32, d int, out []float32) {
+// dots12fGo is the portable dots12f: for each of nv float32 rows at v (row
+// r starts at v[r*stride]) and each of 12 queries packed chunk-major in
+// chunks of 8 in q, it adds to out[r*12+w] their dot product over the
+// first dlen elements.
+func dots12fGo(v []float32, nv, stride int, q []float32, dlen int, out []float32) {
 	for r := 0; r < nv; r++ {
-		row := v[r*d : (r+1)*d]
+		row := v[r*stride : r*stride+dlen]
 		var acc [12]float32
-		for c := 0; c < d/8; c++ {
+		for c := 0; c < dlen/8; c++ {
 			chunk := row[c*8 : c*8+8]
 			qc := q[c*96 : c*96+96]
 			for w := 0; w < 12; w++ {
@@ -122,7 +126,9 @@ func dots12fGo(v []float32, nv int, q []float32, d int, out []float32) {
 				acc[w] += s
 			}
 		}
-		copy(out[r*12:r*12+12], acc[:])
+		for w, a := range acc {
+			out[r*12+w] += a
+		}
 	}
 }
 
@@ -137,34 +143,54 @@ type codeView struct {
 func (c *codeView) len() int { return len(c.offsets) - 1 }
 
 // blockVectors is about how many item vectors one task scores at once:
-// their codes stay in the L2 cache across the query's groups.
-const blockVectors = 256
+// their codes stay in the L2 cache across the query's groups. spanInt8 is
+// how many elements of each vector one kernel call covers. Shorter spans
+// would keep the query's part in the L1 cache, but on the AMD EPYC (Zen)
+// machines of docs/benchmarks.md spans of 256 and 512 were slower than
+// whole rows of 1024 (the kernels are bound by their multiplies, and
+// short runs of each row defeat the hardware prefetcher), so rows up to
+// 4096 elements go in one call.
+const (
+	blockVectors = 256
+	spanInt8     = 4096
+)
 
 // scoreCodes scores the query q against every item of c with scoring s,
 // in parallel over blocks of items. queryIsText says which side the query
 // is on: the pooling of an alignment scoring maxes over regions and sums
 // over words.
 func scoreCodes(ctx context.Context, c *codeView, q *packedQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
-	n := c.len()
-	out := make([]float32, n)
+	out := make([]float32, c.len())
+	err := forBlocks(ctx, c.offsets, blockVectors, func() func(lo, hi int) {
+		var sc codeScratch
+		return func(lo, hi int) { sc.score(c, q, s, queryIsText, lo, hi, out[lo:hi]) }
+	})
+	return out, err
+}
+
+// forBlocks cuts the items of offsets (as Embeddings.Offsets) into blocks
+// of about maxVectors vectors (at least one item each) and runs them on
+// every core: newWorker makes each goroutine's function, which scores
+// items [lo, hi).
+func forBlocks(ctx context.Context, offsets []int, maxVectors int, newWorker func() func(lo, hi int)) error {
+	n := len(offsets) - 1
 	type task struct{ lo, hi int }
 	tasks := make(chan task)
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
+		work := newWorker()
 		go func() {
 			defer wg.Done()
-			var dots []int32
-			var sims []float32
 			for t := range tasks {
-				dots, sims = scoreBlock(c, q, s, queryIsText, t.lo, t.hi, dots, sims, out[t.lo:t.hi])
+				work(t.lo, t.hi)
 			}
 		}()
 	}
 	var err error
 	for lo := 0; lo < n; {
 		hi := lo + 1
-		for hi < n && c.offsets[hi+1]-c.offsets[lo] <= blockVectors {
+		for hi < n && offsets[hi+1]-offsets[lo] <= maxVectors {
 			hi++
 		}
 		select {
@@ -179,24 +205,31 @@ func scoreCodes(ctx context.Context, c *codeView, q *packedQuery, s model.Scorin
 	}
 	close(tasks)
 	wg.Wait()
-	return out, err
+	return err
 }
 
-// scoreBlock scores items [lo, hi) into out[0 : hi-lo], reusing the
-// buffers dots and sims (returned, grown as needed).
-func scoreBlock(c *codeView, q *packedQuery, s model.Scoring, queryIsText bool, lo, hi int, dots []int32, sims []float32, out []float32) ([]int32, []float32) {
+// codeScratch holds one goroutine's buffers for scoring int8 codes.
+type codeScratch struct {
+	dots []int32   // groups x vectors x 12
+	sims []float32 // vectors x query vectors
+}
+
+// score scores items [lo, hi) of c into out[0 : hi-lo].
+func (sc *codeScratch) score(c *codeView, q *packedQuery, s model.Scoring, queryIsText bool, lo, hi int, out []float32) {
 	v0, v1 := c.offsets[lo], c.offsets[hi]
-	nv, nq := v1-v0, q.n
-	if cap(dots) < nv*12 {
-		dots = make([]int32, nv*12)
-	}
-	if cap(sims) < nv*nq {
-		sims = make([]float32, nv*nq)
-	}
-	dots, sims = dots[:nv*12], sims[:nv*nq]
+	nv, nq, ng := v1-v0, q.n, len(q.groups)
+	sc.dots = grow(sc.dots, ng*nv*12)
+	sc.sims = grow(sc.sims, nv*nq)
+	clear(sc.dots)
 	codes := c.codes[v0*c.cd : v1*c.cd]
-	for g, qg := range q.groups {
-		dots12(codes, nv, qg, c.cd, dots)
+	for k0 := 0; k0 < c.cd; k0 += spanInt8 {
+		span := min(spanInt8, c.cd-k0)
+		for g, qg := range q.groups {
+			dots12(codes[k0:], nv, c.cd, qg[k0*12:], span, sc.dots[g*nv*12:(g+1)*nv*12])
+		}
+	}
+	for g := range q.groups {
+		dots := sc.dots[g*nv*12:]
 		for r := 0; r < nv; r++ {
 			vs := c.scales[v0+r]
 			for w := 0; w < 12; w++ {
@@ -204,15 +237,22 @@ func scoreBlock(c *codeView, q *packedQuery, s model.Scoring, queryIsText bool, 
 				if qi >= nq {
 					break
 				}
-				sims[r*nq+qi] = vs * q.scales[qi] * float32(dots[r*12+w])
+				sc.sims[r*nq+qi] = vs * q.scales[qi] * float32(dots[r*12+w])
 			}
 		}
 	}
 	for i := lo; i < hi; i++ {
 		a, b := c.offsets[i]-v0, c.offsets[i+1]-v0
-		out[i-lo] = pool(sims[a*nq:b*nq], b-a, nq, s, queryIsText)
+		out[i-lo] = pool(sc.sims[a*nq:b*nq], b-a, nq, s, queryIsText)
 	}
-	return dots, sims
+}
+
+// grow returns buf with length n, reallocated when its capacity is short.
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
 }
 
 // pool turns the similarities of an item's nv vectors (rows) with the

@@ -40,11 +40,12 @@ func randomEmbeddings(rng *rand.Rand, n, maxVecs, dim int) *model.Embeddings {
 }
 
 // TestDots12 holds the kernel (AVX2 where the machine has it) to the
-// portable loops on random codes.
+// portable loops on random codes, for whole rows and for a span of each
+// row (stride apart), adding to what out holds.
 func TestDots12(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	for _, d := range []int{16, 48, 256} {
-		nv := 37
+	for _, c := range []struct{ d, k0, span int }{{16, 0, 16}, {48, 0, 48}, {256, 0, 256}, {256, 64, 128}, {1024, 512, 512}} {
+		d, nv := c.d, 37
 		v := make([]int8, nv*d)
 		for i := range v {
 			v[i] = int8(rng.IntN(255) - 127)
@@ -54,20 +55,24 @@ func TestDots12(t *testing.T) {
 			q[i] = int16(rng.IntN(255) - 127)
 		}
 		got := make([]int32, nv*12)
-		want := make([]int32, nv*12)
-		dots12(v, nv, q, d, got)
-		dots12Go(v, nv, q, d, want)
+		for i := range got {
+			got[i] = int32(rng.IntN(1000))
+		}
+		want := slices.Clone(got)
+		before := slices.Clone(got)
+		dots12(v[c.k0:], nv, d, q[c.k0*12:], c.span, got)
+		dots12Go(v[c.k0:], nv, d, q[c.k0*12:], c.span, want)
 		if !slices.Equal(got, want) {
-			t.Fatalf("d=%d: kernel (asm %v) and loops differ", d, hasDotsAsm)
+			t.Fatalf("%+v: kernel (asm %v) and loops differ", c, hasDotsAsm)
 		}
 		// The chunk-major layout: query w's element k sits at
 		// q[(k/16)*192 + w*16 + k%16].
-		var s int32
-		for k := 0; k < d; k++ {
+		s := before[5*12+7]
+		for k := c.k0; k < c.k0+c.span; k++ {
 			s += int32(v[5*d+k]) * int32(q[(k/16)*192+7*16+k%16])
 		}
 		if want[5*12+7] != s {
-			t.Fatalf("d=%d: dot of row 5 and query 7 is %d, want %d", d, want[5*12+7], s)
+			t.Fatalf("%+v: dot of row 5 and query 7 is %d, want %d", c, want[5*12+7], s)
 		}
 	}
 	t.Logf("assembly kernel in use: %v", hasDotsAsm)
@@ -229,8 +234,8 @@ func BenchmarkScoreCodesImageQuery(b *testing.B) {
 
 func TestDots12f(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for _, d := range []int{8, 24, 256} {
-		nv := 29
+	for _, c := range []struct{ d, k0, span int }{{8, 0, 8}, {24, 0, 24}, {256, 0, 256}, {256, 64, 128}, {1024, 256, 256}} {
+		d, nv := c.d, 29
 		v := make([]float32, nv*d)
 		q := make([]float32, 12*d)
 		for i := range v {
@@ -240,21 +245,59 @@ func TestDots12f(t *testing.T) {
 			q[i] = float32(rng.NormFloat64())
 		}
 		got := make([]float32, nv*12)
-		want := make([]float32, nv*12)
-		dots12f(v, nv, q, d, got)
-		dots12fGo(v, nv, q, d, want)
+		for i := range got {
+			got[i] = float32(rng.NormFloat64())
+		}
+		want := slices.Clone(got)
+		before := slices.Clone(got)
+		dots12f(v[c.k0:], nv, d, q[c.k0*12:], c.span, got)
+		dots12fGo(v[c.k0:], nv, d, q[c.k0*12:], c.span, want)
 		for i := range got {
 			if math.Abs(float64(got[i]-want[i])) > 1e-4*math.Sqrt(float64(d)) {
-				t.Fatalf("d=%d: element %d: kernel %v, loops %v", d, i, got[i], want[i])
+				t.Fatalf("%+v: element %d: kernel %v, loops %v", c, i, got[i], want[i])
 			}
 		}
-		var s float64
-		for k := 0; k < d; k++ {
+		s := float64(before[3*12+5])
+		for k := c.k0; k < c.k0+c.span; k++ {
 			s += float64(v[3*d+k]) * float64(q[(k/8)*96+5*8+k%8])
 		}
 		if math.Abs(float64(want[3*12+5])-s) > 1e-3 {
-			t.Fatalf("d=%d: dot of row 3 and query 5 is %v, want %v", d, want[3*12+5], s)
+			t.Fatalf("%+v: dot of row 3 and query 5 is %v, want %v", c, want[3*12+5], s)
 		}
+	}
+}
+
+// BenchmarkScoreFloats scores, exactly in float32, one 12-word query
+// against 5,000 images of 36 regions and one 36-region image against
+// 25,000 captions of 12 words, at d = 1024 (the sizes of xmr bench search).
+func BenchmarkScoreFloats(b *testing.B) {
+	for _, c := range []struct {
+		name             string
+		items, nv, nq, d int
+		queryIsText      bool
+	}{{"t2i", 5000, 36, 12, 1024, true}, {"i2t", 25000, 12, 36, 1024, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(10, 10))
+			e := &model.Embeddings{Dim: c.d, Offsets: make([]int, c.items+1), Vecs: make([]float32, c.items*c.nv*c.d)}
+			for i := range e.Offsets {
+				e.Offsets[i] = i * c.nv
+			}
+			for i := range e.Vecs {
+				e.Vecs[i] = float32(rng.NormFloat64())
+			}
+			q := make([]float32, c.nq*c.d)
+			for i := range q {
+				q[i] = float32(rng.NormFloat64())
+			}
+			pq := packFloats(q, c.d)
+			b.SetBytes(int64(4 * len(e.Vecs)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := scoreFloats(context.Background(), e, pq, model.MrSw, c.queryIsText); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -288,10 +331,53 @@ func BenchmarkDots12f(b *testing.B) {
 				defer wg.Done()
 				for lo := range next {
 					n := min(block, nv-lo)
-					dots12f(v[lo*d:(lo+n)*d], n, q, d, out[lo*12:(lo+n)*12])
+					o := out[lo*12 : (lo+n)*12]
+					clear(o)
+					for k0 := 0; k0 < d; k0 += spanFloat {
+						dots12f(v[lo*d+k0:(lo+n)*d], n, d, q[k0*12:], min(spanFloat, d-k0), o)
+					}
 				}
 			}()
 		}
 		wg.Wait()
+	}
+}
+
+// TestScoreFloatsMatchesScoreMatrix holds the fused float32 path to
+// model.ScoreMatrix for every alignment scoring, both query sides, widths
+// that are and are not multiples of 8 and that span several kernel spans,
+// and queries of one, two and three groups of 12 vectors.
+func TestScoreFloatsMatchesScoreMatrix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, c := range []struct{ d, nq int }{{16, 5}, {20, 12}, {300, 13}, {600, 30}} {
+		items := randomEmbeddings(rng, 150, 9, c.d)
+		q := randomEmbeddings(rng, 1, c.nq, c.d)
+		for q.Count(0) != c.nq {
+			q = randomEmbeddings(rng, 1, c.nq, c.d)
+		}
+		pq := packFloats(q.Item(0), c.d)
+		for _, s := range []model.Scoring{model.MrSw, model.MwSr, model.Symm, model.MrAvgw} {
+			for _, queryIsText := range []bool{true, false} {
+				var want []float32
+				var err error
+				if queryIsText {
+					want, err = model.ScoreMatrix(context.Background(), items, q, s)
+				} else {
+					want, err = model.ScoreMatrix(context.Background(), q, items, s)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := scoreFloats(context.Background(), items, pq, s, queryIsText)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if math.Abs(float64(got[i]-want[i])) > 1e-5*float64(c.nq+9) {
+						t.Fatalf("d=%d nq=%d %s text query %v: item %d: %v, ScoreMatrix %v", c.d, c.nq, s, queryIsText, i, got[i], want[i])
+					}
+				}
+			}
+		}
 	}
 }

@@ -271,13 +271,21 @@ func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s mod
 	return rescore(ctx, segs, best, q, s, queryIsText, o.k())
 }
 
-// scoreExact scores q against every item of segs with model.ScoreMatrix.
+// scoreExact scores q against every item of segs in float32: the
+// alignment scorings with the fused kernel of exact.go, the others with
+// model.ScoreMatrix.
 func scoreExact(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool) ([]float32, error) {
 	var out []float32
+	var pq *packedFloats
+	if s.Alignment() {
+		pq = packFloats(q.Item(0), q.Dim)
+	}
 	for _, seg := range segs {
 		var sc []float32
 		var err error
-		if queryIsText {
+		if pq != nil {
+			sc, err = scoreFloats(ctx, seg.emb, pq, s, queryIsText)
+		} else if queryIsText {
 			sc, err = model.ScoreMatrix(ctx, seg.emb, q, s) // (items x 1)
 		} else {
 			sc, err = model.ScoreMatrix(ctx, q, seg.emb, s) // (1 x items)
@@ -305,9 +313,12 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	}
 	var sc []float32
 	var err error
-	if queryIsText {
+	switch {
+	case s.Alignment():
+		sc, err = scoreFloats(ctx, g, packFloats(q.Item(0), q.Dim), s, queryIsText)
+	case queryIsText:
 		sc, err = model.ScoreMatrix(ctx, g, q, s)
-	} else {
+	default:
 		sc, err = model.ScoreMatrix(ctx, q, g, s)
 	}
 	if err != nil {
