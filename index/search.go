@@ -299,27 +299,52 @@ func scoreExact(ctx context.Context, segs []*segment, q *model.Embeddings, s mod
 }
 
 // rescore scores the candidates exactly, with their float32 vectors, and
-// returns the best k of them.
+// returns the best k of them. The alignment scorings read each
+// candidate's vectors where they lie in the memory-mapped segment; the
+// global scorings gather them for model.ScoreMatrix.
 func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Embeddings, s model.Scoring, queryIsText bool, k int) ([]model.Hit, error) {
-	g := &model.Embeddings{}
-	for _, h := range cand {
+	type at struct {
+		seg *segment
+		row int
+	}
+	where := make([]at, len(cand))
+	for i, h := range cand {
 		seg, row, ok := locate(segs, h.Index)
 		if !ok {
 			return nil, fmt.Errorf("search: candidate %d is beyond the index's segments", h.Index)
 		}
-		if err := g.Append(seg.emb.Slice(row, row+1)); err != nil {
-			return nil, err
-		}
+		where[i] = at{seg, row}
 	}
 	var sc []float32
 	var err error
-	switch {
-	case s.Alignment():
-		sc, err = scoreFloats(ctx, g, packFloats(q.Item(0), q.Dim), s, queryIsText)
-	case queryIsText:
-		sc, err = model.ScoreMatrix(ctx, g, q, s)
-	default:
-		sc, err = model.ScoreMatrix(ctx, q, g, s)
+	if s.Alignment() {
+		pq := packFloats(q.Item(0), q.Dim)
+		sc = make([]float32, len(cand))
+		// One item per task: forBlocks over offsets 0, 1, ..., len(cand).
+		offsets := make([]int, len(cand)+1)
+		for i := range offsets {
+			offsets[i] = i
+		}
+		err = forBlocks(ctx, offsets, 8, func() func(lo, hi int) {
+			var fs floatScratch
+			return func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					fs.score(where[i].seg.emb, pq, s, queryIsText, where[i].row, where[i].row+1, sc[i:i+1])
+				}
+			}
+		})
+	} else {
+		g := &model.Embeddings{}
+		for _, w := range where {
+			if err := g.Append(w.seg.emb.Slice(w.row, w.row+1)); err != nil {
+				return nil, err
+			}
+		}
+		if queryIsText {
+			sc, err = model.ScoreMatrix(ctx, g, q, s)
+		} else {
+			sc, err = model.ScoreMatrix(ctx, q, g, s)
+		}
 	}
 	if err != nil {
 		return nil, err
