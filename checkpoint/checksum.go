@@ -91,18 +91,9 @@ func crcF32(x []float32) uint32 {
 	if littleEndian {
 		return CRC32C(bytesOf(x))
 	}
-	var crc uint32
-	buf := make([]byte, 0, 1<<16)
-	for len(x) > 0 {
-		n := min(len(x), cap(buf)/4)
-		buf = buf[:0]
-		for _, v := range x[:n] {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-		}
-		crc = crc32.Update(crc, castagnoli, buf)
-		x = x[n:]
-	}
-	return crc
+	h := crc32.New(castagnoli)
+	writeF32(h, x) // a hash.Hash never fails to write
+	return h.Sum32()
 }
 
 // firstNonFinite returns the index of the first element of raw data of

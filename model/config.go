@@ -73,6 +73,19 @@ type TextConfig struct {
 	VocabSize int `yaml:"vocab-size"`
 }
 
+// Recurrent returns the gate count (3 for gru, 4 for lstm) and the number
+// of directions (2 when bidirectional) of a recurrent text encoder.
+func (t TextConfig) Recurrent() (gates, directions int) {
+	gates, directions = 3, 1
+	if t.Name == "lstm" {
+		gates = 4
+	}
+	if t.Bidirectional {
+		directions = 2
+	}
+	return gates, directions
+}
+
 // textEncoders lists the valid TextConfig.Name values of TERAN and TERN;
 // seamVariants (seam.go) those of SEAM.
 var textEncoders = []string{"bert", "gru", "lstm", "transformer"}
@@ -295,13 +308,8 @@ func (c Config) NumParams() float64 {
 		text = (f(tm.VocabSize)+f(tm.MaxPositions)+2)*d + 2*d + f(tm.ExtractionHiddenLayer)*layer(d, f(tm.FF))
 		textOut = d
 	case "gru", "lstm":
-		gates, dirs := 3.0, 1.0
-		if tm.Name == "lstm" {
-			gates = 4
-		}
-		if tm.Bidirectional {
-			dirs = 2
-		}
+		g, dr := tm.Recurrent()
+		gates, dirs := f(g), f(dr)
 		h := f(tm.Hidden)
 		text = f(tm.VocabSize) * f(tm.EmbedDim)
 		for l := range max(tm.Layers, 1) {

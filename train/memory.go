@@ -76,13 +76,8 @@ func EstimateMemory(c Config, regions int) MemoryEstimate {
 		d := f(tm.WordDim)
 		acts += 4*b*t*d + f(tm.ExtractionHiddenLayer)*layer(b, t, d, f(tm.FF), f(tm.Heads))
 	case "gru", "lstm":
-		gates, dirs := 3.0, 1.0
-		if tm.Name == "lstm" {
-			gates = 4
-		}
-		if tm.Bidirectional {
-			dirs = 2
-		}
+		g, dr := tm.Recurrent()
+		gates, dirs := f(g), f(dr)
 		acts += b * t * (f(tm.EmbedDim) + f(max(tm.Layers, 1))*dirs*(3*gates*f(tm.Hidden)))
 	default:
 		d := f(tm.EmbedDim)
