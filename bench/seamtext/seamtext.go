@@ -124,7 +124,11 @@ func build(name string, quick bool) (model.Model, error) {
 	}
 	mc := cfg.ModelConfig()
 	mc.TextModel.Pretrain = "" // the same sizes, random weights: no download
+	// Every word counts: SEAM cuts none; BERT at most its positions.
 	mc.MaxCaptionTokens = 0
+	if mc.TextModel.Name == "bert" {
+		mc.MaxCaptionTokens = mc.TextModel.MaxPositions
+	}
 	var tok model.Tokenizer
 	if mc.TokenizerKind() == "wordpiece" {
 		tok, err = text.NewWordPiece(text.NewVocab(vocab(max(mc.TextModel.VocabSize, 5), "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")))
