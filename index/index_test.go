@@ -10,43 +10,24 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/synth"
+	"github.com/xmr-project/xmr/synth/synthtest"
 )
 
-var (
-	worldOnce sync.Once
-	worldDir  string
-	worldErr  error
-)
+// world is the small synthetic world the tests share.
+var world = &synthtest.World{Prefix: "xmr-index-world-", Config: synth.Config{N: 300, Seed: 5, Dim: 16, Regions: 6, Noise: 0.1, NoImages: true, Dev: 50, Test: 100}}
 
-// testWorld generates (once per test binary) a small synthetic world.
-func testWorld(t testing.TB) string {
-	worldOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "xmr-index-world-")
-		if err != nil {
-			worldErr = err
-			return
-		}
-		worldDir = dir
-		_, worldErr = synth.Generate(context.Background(), dir, synth.Config{N: 300, Seed: 5, Dim: 16, Regions: 6, Noise: 0.1, NoImages: true, Dev: 50, Test: 100})
-	})
-	if worldErr != nil {
-		t.Fatal(worldErr)
-	}
-	return worldDir
-}
+// testWorld returns the shared world's directory.
+func testWorld(t testing.TB) string { return world.Dir(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if worldDir != "" {
-		os.RemoveAll(worldDir)
-	}
+	world.Remove()
 	os.Exit(code)
 }
 

@@ -173,62 +173,40 @@ func TestScoreCodesNearExact(t *testing.T) {
 	}
 }
 
-// BenchmarkScoreCodes scores one 12-word query against 5,000 images of 36
-// int8 region vectors at d = 1024 (compare model's
-// BenchmarkScoreOneQuery, the float32 path).
+// BenchmarkScoreCodes scores on int8 codes one 12-word query against
+// 5,000 images of 36 regions and one 36-region image against 25,000
+// captions of 12 words, at d = 1024 (compare BenchmarkScoreFloats).
 func BenchmarkScoreCodes(b *testing.B) {
-	rng := rand.New(rand.NewPCG(5, 5))
-	const nImg, l1, d = 5000, 36, 1024
-	cv := &codeView{cd: d, codes: make([]int8, nImg*l1*d), scales: make([]float32, nImg*l1), offsets: make([]int, nImg+1)}
-	for i := range cv.codes {
-		cv.codes[i] = int8(rng.IntN(255) - 127)
-	}
-	for i := range cv.scales {
-		cv.scales[i] = 0.01
-	}
-	for i := range cv.offsets {
-		cv.offsets[i] = i * l1
-	}
-	q := randomEmbeddings(rng, 1, 12, d)
-	for q.Count(0) != 12 {
-		q = randomEmbeddings(rng, 1, 12, d)
-	}
-	pq := packQuery(q.Vecs, d)
-	b.SetBytes(int64(len(cv.codes)))
-	b.ResetTimer()
-	for range b.N {
-		if _, err := scoreCodes(context.Background(), cv, pq, model.MrSw, true); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkScoreCodesImageQuery scores one 36-region image against 25,000
-// int8 captions of 12 words at d = 1024.
-func BenchmarkScoreCodesImageQuery(b *testing.B) {
-	rng := rand.New(rand.NewPCG(6, 6))
-	const nCap, l2, d = 25000, 12, 1024
-	cv := &codeView{cd: d, codes: make([]int8, nCap*l2*d), scales: make([]float32, nCap*l2), offsets: make([]int, nCap+1)}
-	for i := range cv.codes {
-		cv.codes[i] = int8(rng.IntN(255) - 127)
-	}
-	for i := range cv.scales {
-		cv.scales[i] = 0.01
-	}
-	for i := range cv.offsets {
-		cv.offsets[i] = i * l2
-	}
-	q := randomEmbeddings(rng, 1, 36, d)
-	for q.Count(0) != 36 {
-		q = randomEmbeddings(rng, 1, 36, d)
-	}
-	pq := packQuery(q.Vecs, d)
-	b.SetBytes(int64(len(cv.codes)))
-	b.ResetTimer()
-	for range b.N {
-		if _, err := scoreCodes(context.Background(), cv, pq, model.MrSw, false); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name             string
+		items, nv, nq, d int
+		queryIsText      bool
+	}{{"t2i", 5000, 36, 12, 1024, true}, {"i2t", 25000, 12, 36, 1024, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(5, 5))
+			cv := &codeView{cd: c.d, codes: make([]int8, c.items*c.nv*c.d), scales: make([]float32, c.items*c.nv), offsets: make([]int, c.items+1)}
+			for i := range cv.codes {
+				cv.codes[i] = int8(rng.IntN(255) - 127)
+			}
+			for i := range cv.scales {
+				cv.scales[i] = 0.01
+			}
+			for i := range cv.offsets {
+				cv.offsets[i] = i * c.nv
+			}
+			q := make([]float32, c.nq*c.d)
+			for i := range q {
+				q[i] = float32(rng.NormFloat64())
+			}
+			pq := packQuery(q, c.d)
+			b.SetBytes(int64(len(cv.codes)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := scoreCodes(context.Background(), cv, pq, model.MrSw, c.queryIsText); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

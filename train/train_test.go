@@ -6,43 +6,24 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/synth"
+	"github.com/xmr-project/xmr/synth/synthtest"
 )
 
-var (
-	worldOnce sync.Once
-	worldDir  string
-	worldErr  error
-)
+// world is the small synthetic world the tests share.
+var world = &synthtest.World{Prefix: "xmr-train-world-", Config: synth.Config{N: 1400, Seed: 3, Dim: 64, Regions: 12, Noise: 0.1, NoImages: true, Dev: 200, Test: 200}}
 
-// testWorld generates (once per test binary) a small synthetic world.
-func testWorld(t testing.TB) string {
-	worldOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "xmr-train-world-")
-		if err != nil {
-			worldErr = err
-			return
-		}
-		worldDir = dir
-		_, worldErr = synth.Generate(context.Background(), dir, synth.Config{N: 1400, Seed: 3, Dim: 64, Regions: 12, Noise: 0.1, NoImages: true, Dev: 200, Test: 200})
-	})
-	if worldErr != nil {
-		t.Fatal(worldErr)
-	}
-	return worldDir
-}
+// testWorld returns the shared world's directory.
+func testWorld(t testing.TB) string { return world.Dir(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if worldDir != "" {
-		os.RemoveAll(worldDir)
-	}
+	world.Remove()
 	os.Exit(code)
 }
 

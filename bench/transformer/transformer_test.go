@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkTrainStep times one training step of the benchmark's model
-// (go test -run XXX -bench TrainStep -cpuprofile cpu.out ./bench/transformer/;
+// (go test -run '^$' -bench TrainStep -cpuprofile cpu.out ./bench/transformer/;
 // -short: the quick sizes).
 func BenchmarkTrainStep(b *testing.B) {
 	cfg := configFor(testing.Short())
