@@ -115,7 +115,7 @@ var posEncodings = []string{"concat-and-process", "none"}
 // model it is and the common space.
 type JointConfig struct {
 	// Name is the model's name in the registry (see Names): "teran",
-	// "tern" or "seam".
+	// "tern", "seam" or "vsepp".
 	Name      string `yaml:"name"`
 	EmbedSize int    `yaml:"embed-size"`
 	// Layers is the number of final transformer layers at EmbedSize.
@@ -184,9 +184,12 @@ func (c Config) Validate() error {
 	p.between("model.embed-size", c.Model.EmbedSize, 1, MaxWidth)
 	p.between("image-model.feat-dim", c.ImageModel.FeatDim, 1, MaxWidth)
 	p.between("text-model.vocab-size", c.TextModel.VocabSize, 0, MaxVocab)
-	if c.Model.Name == "seam" {
+	switch c.Model.Name {
+	case "seam":
 		c.validateSEAM(&p)
-	} else {
+	case "vsepp":
+		c.validateVSEPP(&p)
+	default:
 		c.validateTERAN(&p)
 	}
 	return p.err()
@@ -297,8 +300,11 @@ func (c Config) NumParams() float64 {
 	// out-projection), two feed-forward linears, two layer norms.
 	layer := func(d, ff float64) float64 { return 4*d*d + 4*d + linear(d, ff) + linear(ff, d) + 4*d }
 	tm, im, jm := c.TextModel, c.ImageModel, c.Model
-	if jm.Name == "seam" {
+	switch jm.Name {
+	case "seam":
 		return c.seamParams()
+	case "vsepp":
+		return c.vseppParams()
 	}
 
 	var text, textOut float64

@@ -29,6 +29,7 @@ func TestNumParams(t *testing.T) {
 		{"seam-e", tinySEAM("seam-e")},
 		{"seam-c", tinySEAM("seam-c")},
 		{"seam-g", tinySEAM("seam-g")},
+		{"vsepp", tinyVSEPP},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,7 +2,8 @@
 // interface: TERAN (teran.go: fine-grained region-word alignment), TERN
 // (tern.go: global I-CLS/T-CLS embeddings) and SEAM (seam.go:
 // self-attentive caption embeddings against a global image feature, scored
-// as order embeddings), their encoders (BERT, recurrent
+// as order embeddings), the VSE++ baseline (vsepp.go: a GRU against a
+// linear map of a global image feature), their encoders (BERT, recurrent
 // and transformer text encoders), the scorings that compare encoded items
 // (score.go: the autodiff pooling for training beside the fast kernel for
 // inference) and checkpoints that carry the model's config.
@@ -34,7 +35,7 @@ import (
 // package functions EncodeImages and EncodeTexts to encode whole
 // collections into Embeddings.
 type Model interface {
-	// Name is the model's name in the registry ("teran", "tern", "seam").
+	// Name is the model's name in the registry ("teran", "tern", "seam", "vsepp").
 	Name() string
 	// Config returns the config the model was built from (with the sizes
 	// of a loaded BERT filled in).
@@ -97,6 +98,7 @@ var registry = map[string]builder{
 	"teran": newTERAN,
 	"tern":  newTERN,
 	"seam":  newSEAM,
+	"vsepp": newVSEPP,
 }
 
 // Names lists the registered models, sorted.

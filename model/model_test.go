@@ -40,11 +40,21 @@ func tinySEAM(variant string) func(*Config) {
 	}
 }
 
+// tinyVSEPP makes a config VSE++ at a small size.
+func tinyVSEPP(c *Config) {
+	c.Model = JointConfig{Name: "vsepp", EmbedSize: 7}
+	c.ImageModel = ImageConfig{Name: "global", FeatDim: 6}
+	c.TextModel = TextConfig{Name: "gru", EmbedDim: 5}
+}
+
 // named makes a config the registered model name at a small size (SEAM as
 // SEAM-C, its variant with the most parts).
 func named(name string) func(*Config) {
-	if name == "seam" {
+	switch name {
+	case "seam":
 		return tinySEAM("seam-c")
+	case "vsepp":
+		return tinyVSEPP
 	}
 	return func(c *Config) { c.Model.Name = name }
 }
@@ -126,6 +136,7 @@ func TestEncoderGradients(t *testing.T) {
 		{"seam-c-order", tinySEAM("seam-c"), Order},
 		{"seam-g-order", tinySEAM("seam-g"), Order},
 		{"seam-c-cosine", func(c *Config) { tinySEAM("seam-c")(c); c.Model.Similarity = Global }, Global},
+		{"vsepp", tinyVSEPP, Global},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,7 +179,7 @@ func TestEncoderGradients(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	if got := Names(); !slices.Equal(got, []string{"seam", "teran", "tern"}) {
+	if got := Names(); !slices.Equal(got, []string{"seam", "teran", "tern", "vsepp"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 	for _, name := range Names() {
@@ -177,10 +188,10 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("New built %q for %q", m.Name(), name)
 		}
 	}
-	cfg := tinyConfig(func(c *Config) { c.Model.Name = "vsepp" })
+	cfg := tinyConfig(func(c *Config) { c.Model.Name = "clip" })
 	_, err := New(cfg, testTokenizer(t, cfg), 1)
-	if err == nil || !strings.Contains(err.Error(), "seam, teran, tern") {
-		t.Fatalf("unknown model: error %v, want one listing seam, teran, tern", err)
+	if err == nil || !strings.Contains(err.Error(), "seam, teran, tern, vsepp") {
+		t.Fatalf("unknown model: error %v, want one listing seam, teran, tern, vsepp", err)
 	}
 }
 

@@ -57,7 +57,12 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 	}
 	var sched optim.Product
 	if tc.Scheduler == "steplr" && tc.StepSize > 0 {
-		sched = append(sched, optim.Epochs{Iters: itersPerEpoch, Schedule: optim.StepDecay{Every: tc.StepSize, Gamma: tc.Gamma}})
+		decay := optim.StepDecay{Every: tc.StepSize, Gamma: tc.Gamma}
+		if tc.StepUnit == "iterations" {
+			sched = append(sched, decay)
+		} else {
+			sched = append(sched, optim.Epochs{Iters: itersPerEpoch, Schedule: decay})
+		}
 	}
 	if tc.WarmupPeriod > 0 {
 		sched = append(sched, optim.Warmup{Iters: tc.WarmupPeriod})

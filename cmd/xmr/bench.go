@@ -9,6 +9,7 @@ import (
 
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/bench/gemm"
+	"github.com/xmr-project/xmr/bench/learn"
 	"github.com/xmr-project/xmr/bench/rouge"
 	"github.com/xmr-project/xmr/bench/seamtext"
 	benchsearch "github.com/xmr-project/xmr/bench/search"
@@ -23,6 +24,7 @@ import (
 // list` shows them.
 var benchmarks = []bench.Benchmark{
 	gemm.Benchmark,
+	learn.Benchmark,
 	rouge.Benchmark,
 	benchsearch.Benchmark,
 	seamtext.Benchmark,

@@ -25,7 +25,7 @@ func TestBenchList(t *testing.T) {
 		}
 		names = append(names, f[0])
 	}
-	want := []string{"gemm", "rouge", "search", "seam-text", "spice", "synth", "train-step", "transformer"}
+	want := []string{"gemm", "learn", "rouge", "search", "seam-text", "spice", "synth", "train-step", "transformer"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("xmr bench list shows %v, want %v", names, want)
 	}
