@@ -33,7 +33,7 @@ var trainFlags trainOptions
 func init() {
 	register(&command{
 		name:    "train",
-		summary: "train a TERAN, TERN or SEAM model from a YAML config",
+		summary: "train a TERAN, TERN or SEAM model (or the VSE++ baseline) from a YAML config",
 		usage:   "--config FILE.yaml --data PATH --out DIR [flags]",
 		examples: `  xmr synth -n 6000 --dim 256 --no-images --out world
   xmr train --config configs/teran-mrsw-small.yaml --data world --out runs/teran --time-budget 15m
