@@ -100,24 +100,25 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return fmt.Errorf("learn: %w", err)
 	}
+	defer test.Close()
 	rel, err := eval.RelevanceMatrices(ctx, test.Captions, test.CapsPerImage)
 	if err != nil {
 		return err
 	}
 
-	peer, peerRSum, note := "", 0.0, ""
+	peer, peerRSum, noPeer := "", 0.0, ""
 	if !opts.NoPeer {
 		out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", p.data,
 			"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(max(p.seed, 1), 10))
 		if err != nil {
-			note = "no peer: " + err.Error()
+			noPeer = "; no peer: " + err.Error()
 		} else {
 			var r peerResult
 			if err := json.Unmarshal(out, &r); err != nil {
 				return fmt.Errorf("learn: peer output %q: %w", out, err)
 			}
 			peer, peerRSum = "vsepp.py (PyTorch "+r.Version+")", r.Test["rsum"]
-			note = fmt.Sprintf("%d iterations in %.0f s", r.Iters, r.TrainS)
+			note := fmt.Sprintf("%d iterations in %.0f s", r.Iters, r.TrainS)
 			emitMetrics(opts, "learn/vsepp-pytorch", eval.Metrics{
 				I2T:  eval.Recall{R1: r.Test["r1_i2t"], R5: r.Test["r5_i2t"], R10: r.Test["r10_i2t"]},
 				T2I:  eval.Recall{R1: r.Test["r1_t2i"], R5: r.Test["r5_t2i"], R10: r.Test["r10_t2i"]},
@@ -131,7 +132,7 @@ func run(ctx context.Context, opts bench.Options) error {
 			return err
 		}
 		emitMetrics(opts, "learn/"+name, o.Metrics, peer, peerRSum,
-			fmt.Sprintf("%d iterations in %.0f s (%s)", o.Iters, o.TrainS, o.Stopped))
+			fmt.Sprintf("%d iterations in %.0f s (%s)%s", o.Iters, o.TrainS, o.Stopped, noPeer))
 	}
 	return nil
 }
