@@ -110,9 +110,6 @@ func (e *RefusedGlobalError) Error() string {
 		"this name would run code if the file were loaded with Python's pickle", e.Global, e.Offset)
 }
 
-// mark is the stack sentinel MARK pushes.
-type mark struct{}
-
 // unpickler is a pickle virtual machine that builds values and calls only
 // the whitelisted globals, each with checked arguments.
 type unpickler struct {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"image/png"
 	"math"
@@ -425,5 +428,36 @@ func TestImportUsageErrors(t *testing.T) {
 		if code != c.code || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.want)
 		}
+	}
+}
+
+// TestImportRefusesCode gives xmr import a checkpoint whose pickle calls
+// os.system (as a malicious torch.save file does): it is refused, naming
+// the global, and the command never runs.
+func TestImportRefusesCode(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "pwned")
+	cmd := "touch " + marker
+	pickle := []byte("\x80\x02cposix\nsystem\nX")
+	pickle = binary.LittleEndian.AppendUint32(pickle, uint32(len(cmd)))
+	pickle = append(append(pickle, cmd...), "\x85R."...)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.CreateHeader(&zip.FileHeader{Name: "evil/data.pkl", Method: zip.Store})
+	w.Write(pickle)
+	zw.Close()
+	evil := filepath.Join(dir, "evil.pth")
+	os.WriteFile(evil, buf.Bytes(), 0o644)
+	vocab := filepath.Join(dir, "vocab.txt")
+	os.WriteFile(vocab, []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\n"), 0o644)
+	_, stderr, code := run(t, "import", "--from", evil, "--vocab", vocab, "--out", filepath.Join(dir, "out.safetensors"))
+	if code != 1 || !strings.Contains(stderr, "refused global posix.system") || !strings.Contains(stderr, evil) {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the pickle's command ran")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.safetensors")); err == nil {
+		t.Error("a refused import wrote its output")
 	}
 }
