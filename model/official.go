@@ -90,6 +90,15 @@ func ImportOfficial(f *torchfile.File, o OfficialOptions) (Model, *ImportReport,
 	if err != nil {
 		return nil, nil, fmt.Errorf("import %s: %w", f.Path, err)
 	}
+	// Every parameter must come from the file's data: sizes read from
+	// shapes that the data does not back are refused before allocating.
+	need := cfg.NumParams()
+	if cfg.Model.Name == "tern" {
+		need -= float64(cfg.ImageModel.Hidden) // the I-CLS is computed
+	}
+	if have := w.floatElements(); need > have {
+		return nil, nil, fmt.Errorf("import %s: the shapes describe a model of %.0f parameters, the file holds %.0f values", f.Path, need, have)
+	}
 	tok, err := NewTokenizer("wordpiece", o.Vocab)
 	if err != nil {
 		return nil, nil, err

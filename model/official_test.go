@@ -179,6 +179,11 @@ func TestImportOfficialErrors(t *testing.T) {
 			v[0]++
 			sd.Values[i] = &torchfiletest.Tensor{Shape: tt.Shape, Data: v}
 		}, nil, []string{`"img_txt_enc.txt_enc.word_embeddings.weight" differs from "img_txt_enc.txt_enc.bert_model.embeddings.word_embeddings.weight"`}},
+		{"sizes the data does not back", func(sd *torchfiletest.Dict) {
+			// A zero-stride view claims a 200-wide box MLP over one value.
+			i := slices.Index(sd.Keys, "img_txt_enc.img_enc.pos_encoding_image.map.0.weight")
+			sd.Values[i] = &torchfiletest.Tensor{Shape: []int{200, 13}, Stride: []int{0, 0}, Data: []float32{1}}
+		}, nil, []string{"the shapes describe a model of", "parameters, the file holds"}},
 		{"wrong vocabulary", nil, text.NewVocab([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]"}),
 			[]string{"vocabulary: 4 tokens, the checkpoint's word embeddings have 11 rows"}},
 	}

@@ -38,13 +38,17 @@ func readStateDict(f *torchfile.File, keys ...string) (*torchWeights, error) {
 	return &torchWeights{path: f.Path, names: names, tensors: tensors}, nil
 }
 
-// floatElements counts the floating-point elements of the file: a bound
-// on the parameters it can fill.
+// floatElements counts the floating-point elements the file's storages
+// hold (each storage once, whatever views it): a bound on the parameters
+// the file can fill, which a model built from the file's shapes must not
+// exceed (a zero-stride view may claim a large shape over little data).
 func (w *torchWeights) floatElements() float64 {
 	var n float64
+	seen := map[*torchfile.Storage]bool{}
 	for _, t := range w.tensors {
-		if t.DType.Floating() {
-			n += float64(t.Numel())
+		if st := t.Storage(); t.DType.Floating() && !seen[st] {
+			seen[st] = true
+			n += float64(st.Numel)
 		}
 	}
 	return n

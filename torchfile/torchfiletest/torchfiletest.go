@@ -14,10 +14,12 @@ import (
 	"strconv"
 )
 
-// Tensor is a float32 tensor to write.
+// Tensor is a float32 tensor to write: contiguous, or, with Stride, a
+// view of the storage Data.
 type Tensor struct {
-	Shape []int
-	Data  []float32
+	Shape  []int
+	Data   []float32
+	Stride []int
 }
 
 // Dict is an ordered dict (collections.OrderedDict when Ordered, else a
@@ -171,9 +173,10 @@ func (w *writer) value(v any) error {
 		for _, d := range x.Shape {
 			n *= d
 		}
-		if n != len(x.Data) {
+		if x.Stride == nil && n != len(x.Data) {
 			return fmt.Errorf("tensor of shape %v with %d values", x.Shape, len(x.Data))
 		}
+		n = len(x.Data)
 		key := len(w.storages)
 		b := make([]byte, 0, 4*n)
 		for _, f := range x.Data {
@@ -189,11 +192,14 @@ func (w *writer) value(v any) error {
 		w.int(int64(n))
 		w.out = append(w.out, 't', 'Q')
 		w.int(0)
-		stride := make([]int, len(x.Shape))
-		s := 1
-		for i := len(x.Shape) - 1; i >= 0; i-- {
-			stride[i] = s
-			s *= x.Shape[i]
+		stride := x.Stride
+		if stride == nil {
+			stride = make([]int, len(x.Shape))
+			s := 1
+			for i := len(x.Shape) - 1; i >= 0; i-- {
+				stride[i] = s
+				s *= x.Shape[i]
+			}
 		}
 		for _, dims := range [][]int{x.Shape, stride} {
 			w.out = append(w.out, '(')
