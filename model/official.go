@@ -301,7 +301,10 @@ func officialConfig(w *torchWeights, y officialYAML, o OfficialOptions, rep *Imp
 		p.bad("BERT config", "%d attention heads do not divide the width %d", bertHeads, wordDim)
 	}
 	dropout := func(section string) float32 {
-		if d, ok := y.get(section, "dropout").(float64); ok {
+		switch d := y.get(section, "dropout").(type) {
+		case float64:
+			return float32(d)
+		case int64: // "dropout: 0" in YAML
 			return float32(d)
 		}
 		return 0.1
