@@ -106,7 +106,19 @@ type ImageConfig struct {
 	PosEncoding string `yaml:"pos-encoding"`
 	// Hidden is the width of the visual pipeline (2048 in TERAN).
 	Hidden int `yaml:"hidden"`
+	// Slot0 says what fills TERAN's image slot 0, which attends with the
+	// regions in the reasoning layers but never aligns: "zero" (or empty,
+	// xmr's default) puts a zero vector there after the box MLP;
+	// "zero-region" puts a zero region with a zero box code there before
+	// it, so that slot 0 holds the MLP's output for zeros, as in the
+	// official TERAN code, whose batches reserve a zero feature row. xmr
+	// import sets it for official checkpoints. TERN fills slot 0 with its
+	// learned I-CLS and takes neither.
+	Slot0 string `yaml:"slot0,omitempty"`
 }
+
+// slot0Values lists the valid ImageConfig.Slot0 values.
+var slot0Values = []string{"", "zero", "zero-region"}
 
 // posEncodings lists the valid ImageConfig.PosEncoding values.
 var posEncodings = []string{"concat-and-process", "none"}
@@ -236,6 +248,10 @@ func (c Config) validateTERAN(p *problems) {
 
 	p.oneOf("image-model.name", im.Name, []string{"bottomup"})
 	p.oneOf("image-model.pos-encoding", im.PosEncoding, posEncodings)
+	p.oneOf("image-model.slot0", im.Slot0, slot0Values)
+	if jm.Name == "tern" && im.Slot0 == "zero-region" {
+		p.bad("image-model.slot0", "tern fills slot 0 with its learned I-CLS: leave slot0 out")
+	}
 	p.between("image-model.hidden", im.Hidden, 1, MaxWidth)
 	p.between("image-model.transformer-layers", im.TransformerLayers, 0, MaxLayers)
 	p.between("image-model.heads", im.Heads, 1, MaxHeads)

@@ -6,7 +6,8 @@
 // linear map of a global image feature), their encoders (BERT, recurrent
 // and transformer text encoders), the scorings that compare encoded items
 // (score.go: the autodiff pooling for training beside the fast kernel for
-// inference) and checkpoints that carry the model's config.
+// inference), checkpoints that carry the model's config, and the import of
+// official PyTorch checkpoints (official.go).
 //
 // Data flows through it in one direction:
 //

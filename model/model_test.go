@@ -125,6 +125,7 @@ func TestEncoderGradients(t *testing.T) {
 		s    Scoring
 	}{
 		{"teran-mrsw-bert", nil, MrSw},
+		{"teran-zero-region-slot", func(c *Config) { c.ImageModel.Slot0 = "zero-region" }, MrSw},
 		{"teran-symm-shared", func(c *Config) { c.Pooling = Symm; c.Model.SharedTransformer = true }, Symm},
 		{"tern-global", func(c *Config) { c.Model.Name = "tern" }, Global},
 		{"tern-mrsw", func(c *Config) { c.Model.Name = "tern" }, MrSw},
