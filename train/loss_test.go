@@ -115,7 +115,7 @@ func TestModelGradients(t *testing.T) {
 			named := append(m.Params(), obj.Params()...)
 			params := nn.Tensors(named)
 			f := func(tp *tensor.Tape) *tensor.Tensor {
-				return obj.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), 0)
+				return obj.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), tx, 0)
 			}
 			tp := tensor.NewTape()
 			tp.Backward(f(tp))
@@ -184,7 +184,7 @@ func TestAttentionPenaltyInLoss(t *testing.T) {
 		txt := m.EncodeTexts(tp, model.TextBatch(m, captions))
 		l := txt.Penalty
 		if !penaltyOnly {
-			l = newObjective(cfg.Training, m.Scoring()).Loss(tp, m.EncodeImages(tp, im), txt, 0)
+			l = newObjective(cfg.Training, m.Scoring()).Loss(tp, m.EncodeImages(tp, im), txt, model.Texts{}, 0)
 		}
 		tp.Backward(l)
 		return l.Item(), w1.Grad
