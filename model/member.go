@@ -593,14 +593,21 @@ func (b *memoryBank) search(q []float32, d, n int, exclude []int) [][]int {
 			ex = exclude[i]
 		}
 		row := scores.Data[i*s : (i+1)*s]
-		cand := make([]int, 0, s)
+		top := make([]int, 0, n) // the best n eligible slots, best first (ties: the lower slot)
 		for j := range s {
-			if int(b.owners[j]) != ex {
-				cand = append(cand, j)
+			if int(b.owners[j]) == ex || (len(top) == n && row[j] <= row[top[n-1]]) {
+				continue
+			}
+			if len(top) < n {
+				top = append(top, j)
+			} else {
+				top[n-1] = j
+			}
+			for p := len(top) - 1; p > 0 && row[top[p]] > row[top[p-1]]; p-- {
+				top[p], top[p-1] = top[p-1], top[p]
 			}
 		}
-		sort.SliceStable(cand, func(x, y int) bool { return row[cand[x]] > row[cand[y]] })
-		out[i] = cand[:min(n, len(cand))]
+		out[i] = top
 		k = min(k, len(out[i]))
 	}
 	for i := range out {

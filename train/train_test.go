@@ -85,6 +85,9 @@ func TestModelsLearn(t *testing.T) {
 		{"seam-e", "seam-e-small.yaml", 400, nil},
 		{"seam-c-penalty", "seam-c-penalty-small.yaml", 400, nil},
 		{"seam-g", "seam-g-small.yaml", 400, nil},
+		// MEMBER retrieves by the combination of its self and cross
+		// spaces; TestMemberSpacesLearn checks each space.
+		{"member", "member-small.yaml", 150, func(c *Config) { c.Model.Responses = 2 }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -116,8 +119,53 @@ func TestModelsLearn(t *testing.T) {
 					t.Errorf("missing output: %v", err)
 				}
 			}
+			if cfg.Model.Name == "member" {
+				memberSpaces(t, out, data.Source{Path: dir}, "dev", 25)
+			}
 		})
 	}
+}
+
+// memberSpaces evaluates the best MEMBER checkpoint of run directory out on
+// a split in each of its spaces, with its memory banks from the checkpoint,
+// and checks that every space retrieves with R@10 of at least minR10 both
+// ways. It returns the rsum of each space.
+func memberSpaces(t *testing.T, out string, src data.Source, split string, minR10 float64) map[string]float64 {
+	t.Helper()
+	m, f, err := model.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	mb, ok := m.(*model.MEMBER)
+	if !ok {
+		t.Fatalf("%s holds a %s, not member", out, m.Name())
+	}
+	sp, err := src.Load(split)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	rsums := map[string]float64{}
+	for _, s := range []struct{ space, combination string }{{"self", ""}, {"cross", ""}, {"comb", "similarity"}, {"comb", "embedding"}} {
+		ms, err := mb.InSpace(s.space, s.combination)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := eval.EvaluateModels(context.Background(), []model.Model{ms}, sp, eval.ModelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := res.Report.Metrics
+		name := strings.TrimSuffix(s.space+"-"+s.combination, "-")
+		rsums[name] = mt.RSum
+		t.Logf("member %s on %d %s images: R@1 i2t %.1f t2i %.1f, R@10 i2t %.1f t2i %.1f, rsum %.1f",
+			name, sp.NumImages(), split, mt.I2T.R1, mt.T2I.R1, mt.I2T.R10, mt.T2I.R10, mt.RSum)
+		if mt.I2T.R10 < minR10 || mt.T2I.R10 < minR10 {
+			t.Errorf("member %s: R@10 i2t %.1f%% t2i %.1f%%, want at least %.0f%% both ways", name, mt.I2T.R10, mt.T2I.R10, minR10)
+		}
+	}
+	return rsums
 }
 
 // TestResumeIsExact kills a run half-way (by its iteration limit) and
@@ -196,7 +244,7 @@ func flickr8kMini(t *testing.T) string {
 // TERN at chance, which this test catches.
 func TestModelsLearnRealCaptions(t *testing.T) {
 	dir := flickr8kMini(t)
-	for _, base := range []string{"teran-mrsw-small.yaml", "tern-small.yaml", "vsepp-small.yaml", "seam-e-small.yaml", "seam-c-penalty-small.yaml", "seam-g-small.yaml"} {
+	for _, base := range []string{"teran-mrsw-small.yaml", "tern-small.yaml", "vsepp-small.yaml", "seam-e-small.yaml", "seam-c-penalty-small.yaml", "seam-g-small.yaml", "member-small.yaml"} {
 		t.Run(strings.TrimSuffix(base, "-small.yaml"), func(t *testing.T) {
 			cfg := tinyConfig(t, base)
 			// The config's own optimisation settings (batch, lr, warm-up,
@@ -232,6 +280,13 @@ func TestModelsLearnRealCaptions(t *testing.T) {
 				base, test.NumImages(), mt.I2T.R1, mt.T2I.R1, mt.I2T.R10, mt.T2I.R10, mt.RSum)
 			if mt.RSum < 120 || mt.I2T.R10 < 30 || mt.T2I.R10 < 30 {
 				t.Errorf("rsum %.1f, R@10 i2t %.1f%% t2i %.1f%%: not far above chance (35, 11%%)", mt.RSum, mt.I2T.R10, mt.T2I.R10)
+			}
+			if cfg.Model.Name == "member" {
+				for space, rsum := range memberSpaces(t, out, src, "test", 30) {
+					if rsum < 120 {
+						t.Errorf("member %s: rsum %.1f, not far above chance (35)", space, rsum)
+					}
+				}
 			}
 		})
 	}
