@@ -397,24 +397,28 @@ func (m *MEMBER) generationLoss(tp *tensor.Tape, mem, memValid *tensor.Tensor, t
 	if t < 2 {
 		return tensor.New()
 	}
-	in := make([]int32, c*(t-1))      // tokens 0..T-2 of each caption
-	targets := make([]int32, c*(t-1)) // tokens 1..T-1, -1 past the caption's end
+	in := make([]int32, c*(t-1)) // tokens 0..T-2 of each caption
 	inValid := tensor.New(c, t-1)
+	var rows, targets []int32 // the positions that predict a real token, and that token
 	for i := range c {
 		for s := 0; s < t-1; s++ {
 			in[i*(t-1)+s] = tx.IDs[i*t+s]
 			inValid.Data[i*(t-1)+s] = tx.Valid.Data[i*t+s]
-			targets[i*(t-1)+s] = -1
 			if tx.Valid.Data[i*t+s+1] != 0 {
-				targets[i*(t-1)+s] = tx.IDs[i*t+s+1]
+				rows = append(rows, int32(i*(t-1)+s))
+				targets = append(targets, tx.IDs[i*t+s+1])
 			}
 		}
+	}
+	if len(rows) == 0 {
+		return tensor.New()
 	}
 	x := m.DecEmbed.Forward(tp, in, c, t-1) // (C, T-1, d)
 	pe := sinusoid(t-1, d)
 	x = tp.Add(tp.Scale(x, float32(math.Sqrt(float64(d)))), tensor.FromData(pe.Data, 1, t-1, d))
-	h := m.Decoder.Forward(tp, x, mem, inValid, memValid)                  // (C, T-1, d)
-	logits := tp.Reshape(m.DecOut.Forward(tp, h), c*(t-1), m.DecOut.Out()) // (C*(T-1), V)
+	h := m.Decoder.Forward(tp, x, mem, inValid, memValid) // (C, T-1, d)
+	h = tp.Embedding(tp.Reshape(h, c*(t-1), d), rows)     // (P, d): only the P predicting positions
+	logits := m.DecOut.Forward(tp, h)                     // (P, V)
 	return tp.Scale(tp.CrossEntropy(logits, targets, -1), float32(c))
 }
 
