@@ -484,7 +484,7 @@ func (m *MEMBER) BuildMemory(ctx context.Context, images ImageSource, captions [
 // usageSubset returns ceil(ratio * n) of the items 0..n-1, sorted: all of
 // them at ratio 1, else a random subset drawn from a fixed stream.
 func usageSubset(n int, ratio float32, stream uint64) []int {
-	k := min(n, int(math.Ceil(float64(ratio)*float64(n))))
+	k := min(n, int(math.Ceil(float64(ratio*float32(n))))) // in float32: 0.3 is 0.30000001
 	items := make([]int, n)
 	for i := range items {
 		items[i] = i
