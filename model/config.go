@@ -389,6 +389,17 @@ func (c Config) textParams() (text, textOut float64) {
 	return text, textOut
 }
 
+// EmbeddingDim returns the width of the vectors the model of c encodes:
+// model.embed-size, or twice that for MEMBER's comb space combined by
+// similarity, whose vectors are the self- and cross-embeddings side by
+// side.
+func (c Config) EmbeddingDim() int {
+	if c.Model.Name == "member" && c.Model.Space == "comb" && c.Model.Combination == "similarity" {
+		return 2 * c.Model.EmbedSize
+	}
+	return c.Model.EmbedSize
+}
+
 // GlobalImages reports whether the image encoder reads one global feature
 // vector per image (image-model.name global: SEAM). Given region features,
 // such an encoder encodes the mean of each image's valid regions.
