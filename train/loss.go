@@ -76,11 +76,11 @@ type objective struct {
 // checkpoints of the first format, where the model held them).
 const logVarsName = "loss.log_vars"
 
-// newObjective returns the objective of t for a model that scores with
-// scoring (Model.Scoring).
-func newObjective(t TrainingConfig, scoring model.Scoring) *objective {
-	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, scoring: scoring, margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter}
-
+// newObjective returns the objective of t for model m: the matching loss
+// uses its scoring (Model.Scoring), and a model.PairLosser's term is added.
+func newObjective(t TrainingConfig, m model.Model) *objective {
+	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, scoring: m.Scoring(), margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter}
+	o.pair, _ = m.(model.PairLosser)
 	if o.loss == LossMatchingAlignment {
 		o.logVars = tensor.New(2).SetRequiresGrad(true)
 	}

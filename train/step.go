@@ -33,8 +33,7 @@ type Stepper struct {
 // NewStepper prepares training m with tc; itersPerEpoch converts the
 // schedule's epochs into iterations.
 func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, error) {
-	s := &Stepper{m: m, obj: newObjective(tc, m.Scoring()), tp: tensor.NewTape(), tc: tc}
-	s.obj.pair, _ = m.(model.PairLosser)
+	s := &Stepper{m: m, obj: newObjective(tc, m), tp: tensor.NewTape(), tc: tc}
 	var bert, rest []optim.NamedParam
 	for _, p := range append(m.Params(), s.obj.Params()...) {
 		if !p.T.RequiresGrad() {
