@@ -2,7 +2,9 @@
 // interface: TERAN (teran.go: fine-grained region-word alignment), TERN
 // (tern.go: global I-CLS/T-CLS embeddings) and SEAM (seam.go:
 // self-attentive caption embeddings against a global image feature, scored
-// as order embeddings), the VSE++ baseline (vsepp.go: a GRU against a
+// as order embeddings), MEMBER (member.go: self- and cross-embeddings,
+// the latter enhanced by memory banks of the other modality's training
+// items), the VSE++ baseline (vsepp.go: a GRU against a
 // linear map of a global image feature), their encoders (BERT, recurrent
 // and transformer text encoders), the scorings that compare encoded items
 // (score.go: the autodiff pooling for training beside the fast kernel for
