@@ -169,42 +169,51 @@ func memberSpaces(t *testing.T, out string, src data.Source, split string, minR1
 }
 
 // TestResumeIsExact kills a run half-way (by its iteration limit) and
-// resumes it: the weights must equal those of an uninterrupted run.
+// resumes it: the weights must equal those of an uninterrupted run (for
+// MEMBER, whose memory banks come back from the checkpoint, the
+// validations too).
 func TestResumeIsExact(t *testing.T) {
 	dir := testWorld(t)
-	cfg := tinyConfig(t, "teran-mrsw-small.yaml")
-	cfg.Training.ValStep = 10
-	straight, split := t.TempDir(), t.TempDir()
-	if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: straight, MaxIters: 20, ValImages: 50}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: split, MaxIters: 10, ValImages: 50}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(context.Background(), Options{Data: data.Source{Path: dir}, Out: split, MaxIters: 20, ValImages: 50, Resume: true}); err != nil {
-		t.Fatal(err)
-	}
-	a, fa, err := model.Load(filepath.Join(straight, "last.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fa.Close()
-	b, fb, err := model.Load(filepath.Join(split, "last.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fb.Close()
-	pa, pb := a.Params(), b.Params()
-	for i := range pa {
-		for j := range pa[i].T.Data {
-			if pa[i].T.Data[j] != pb[i].T.Data[j] {
-				t.Fatalf("%s[%d]: %v uninterrupted, %v resumed", pa[i].Name, j, pa[i].T.Data[j], pb[i].T.Data[j])
+	for _, base := range []string{"teran-mrsw-small.yaml", "member-small.yaml"} {
+		t.Run(strings.TrimSuffix(base, "-small.yaml"), func(t *testing.T) {
+			cfg := tinyConfig(t, base)
+			cfg.Training.ValStep = 10
+			straight, split := t.TempDir(), t.TempDir()
+			if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: straight, MaxIters: 20, ValImages: 50}); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	ha, hb := readHistory(t, straight), readHistory(t, split)
-	if len(ha) != len(hb) || ha[len(ha)-1].RSum != hb[len(hb)-1].RSum {
-		t.Fatalf("histories differ: %+v vs %+v", ha, hb)
+			if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: split, MaxIters: 10, ValImages: 50}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Run(context.Background(), Options{Data: data.Source{Path: dir}, Out: split, MaxIters: 20, ValImages: 50, Resume: true}); err != nil {
+				t.Fatal(err)
+			}
+			a, fa, err := model.Load(filepath.Join(straight, "last.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fa.Close()
+			b, fb, err := model.Load(filepath.Join(split, "last.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fb.Close()
+			pa, pb := a.Params(), b.Params()
+			for i := range pa {
+				for j := range pa[i].T.Data {
+					if pa[i].T.Data[j] != pb[i].T.Data[j] {
+						t.Fatalf("%s[%d]: %v uninterrupted, %v resumed", pa[i].Name, j, pa[i].T.Data[j], pb[i].T.Data[j])
+					}
+				}
+			}
+			if model.Fingerprint(a) != model.Fingerprint(b) {
+				t.Fatal("the resumed run's model (weights and state) differs from the uninterrupted run's")
+			}
+			ha, hb := readHistory(t, straight), readHistory(t, split)
+			if len(ha) != len(hb) || ha[len(ha)-1].RSum != hb[len(hb)-1].RSum {
+				t.Fatalf("histories differ: %+v vs %+v", ha, hb)
+			}
+		})
 	}
 }
 
