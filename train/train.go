@@ -230,6 +230,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		regions, _ := trainSplit.Images.Dims()
 		est := EstimateMemory(sized, regions)
+		est.SetBanks(sized, trainSplit.NumImages(), regions, trainSplit.NumCaptions())
 		slog.Info("memory estimate", "estimate", est.String())
 		if err := checkMemory(est); err != nil {
 			return nil, err
