@@ -233,9 +233,9 @@ func (m *MEMBER) Params() []nn.Named {
 	return append(ps, nn.Prefix("decoder.out", m.DecOut.Params())...)
 }
 
-// memberImage is what PairLoss reads of an image encoding: the features
-// the decoder attends to.
-type memberImage struct {
+// memberFeatures are an encoding's self- and cross-features: for an image,
+// what PairLoss's decoder attends to.
+type memberFeatures struct {
 	self, cross *tensor.Tensor // I^s, I^c: (B, R, d)
 	valid       *tensor.Tensor // (B, R)
 }
@@ -301,7 +301,7 @@ func (m *MEMBER) encoded(tp *tensor.Tape, x, se, valid *tensor.Tensor, bank *mem
 	}
 	if tp != nil {
 		enc.Spaces = []*tensor.Tensor{se, ce}
-		enc.aux = &memberImage{self: x, cross: xc, valid: valid}
+		enc.aux = &memberFeatures{self: x, cross: xc, valid: valid}
 	}
 	return enc
 }
@@ -376,7 +376,7 @@ func memoryWeights(tp *tensor.Tape, q, keys *tensor.Tensor) *tensor.Tensor {
 // model.generation-weight; nil when the weight is 0.
 func (m *MEMBER) PairLoss(tp *tensor.Tape, img *Encoded, tx Texts) *tensor.Tensor {
 	w := m.cfg.Model.GenerationWeight
-	aux, ok := img.aux.(*memberImage)
+	aux, ok := img.aux.(*memberFeatures)
 	if w == 0 || !ok {
 		return nil
 	}
