@@ -217,7 +217,7 @@ func (c Config) Validate() error {
 	} else if c.Model.Name == "teran" && t.LossType != LossAlignment {
 		bad("training.loss-type", "teran trains with the alignment loss, not %q", t.LossType)
 	}
-	if (c.Model.Name == "seam" || c.Model.Name == "vsepp") && t.LossType != LossMatching {
+	if (c.Model.Name == "seam" || c.Model.Name == "vsepp" || c.Model.Name == "member") && t.LossType != LossMatching {
 		bad("training.loss-type", "%s trains with the matching loss on its similarity, not %q", c.Model.Name, t.LossType)
 	}
 	if !slices.Contains(schedulers, t.Scheduler) {

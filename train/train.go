@@ -230,6 +230,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		regions, _ := trainSplit.Images.Dims()
 		est := EstimateMemory(sized, regions)
+		est.SetBanks(sized, trainSplit.NumImages(), regions, trainSplit.NumCaptions())
 		slog.Info("memory estimate", "estimate", est.String())
 		if err := checkMemory(est); err != nil {
 			return nil, err
@@ -238,6 +239,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
+		if mem, ok := m.(model.Memorizer); ok {
+			// A resumed run has its banks from the checkpoint.
+			captionImage := make([]int, trainSplit.NumCaptions())
+			for c := range captionImage {
+				captionImage[c] = trainSplit.ImageOf(c)
+			}
+			slog.Info("building the memory banks from the training set", "images", trainSplit.NumImages(), "captions", len(captionImage))
+			if err := mem.BuildMemory(ctx, trainSplit.Images, trainSplit.Captions, captionImage); err != nil {
+				return nil, err
+			}
+		}
 		st.BestRSum, st.BestNDCG = -1, -1
 		if o.Overwrite {
 			if err := clearRunDir(o.Out); err != nil {
@@ -448,7 +460,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 }
 
 // batchOf gathers the captions caps of s and their images into a batch of
-// matching pairs.
+// matching pairs, with their indices in s.
 func batchOf(m model.Model, s *data.Split, caps []int) Batch {
 	imgIdx := make([]int, len(caps))
 	texts := make([]string, len(caps))
@@ -456,7 +468,11 @@ func batchOf(m model.Model, s *data.Split, caps []int) Batch {
 		imgIdx[k] = s.ImageOf(c)
 		texts[k] = s.Captions[c]
 	}
-	return Batch{Images: model.ImageBatch(s.Images, imgIdx), Texts: model.TextBatch(m, texts)}
+	b := Batch{Images: model.ImageBatch(s.Images, imgIdx), Texts: model.TextBatch(m, texts)}
+	// The training indices: a model with memory banks (MEMBER) refreshes
+	// its slots and keeps an item's own matches out of its responses.
+	b.Images.Items, b.Texts.Items = imgIdx, caps
+	return b
 }
 
 // epochOrder is the shuffled caption order of an epoch, a function of the

@@ -85,6 +85,9 @@ func TestModelsLearn(t *testing.T) {
 		{"seam-e", "seam-e-small.yaml", 400, nil},
 		{"seam-c-penalty", "seam-c-penalty-small.yaml", 400, nil},
 		{"seam-g", "seam-g-small.yaml", 400, nil},
+		// MEMBER retrieves by the combination of its self and cross
+		// spaces; TestMemberSpacesLearn checks each space.
+		{"member", "member-small.yaml", 150, func(c *Config) { c.Model.Responses = 2 }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -116,47 +119,101 @@ func TestModelsLearn(t *testing.T) {
 					t.Errorf("missing output: %v", err)
 				}
 			}
+			if cfg.Model.Name == "member" {
+				memberSpaces(t, out, data.Source{Path: dir}, "dev", 25)
+			}
 		})
 	}
 }
 
-// TestResumeIsExact kills a run half-way (by its iteration limit) and
-// resumes it: the weights must equal those of an uninterrupted run.
-func TestResumeIsExact(t *testing.T) {
-	dir := testWorld(t)
-	cfg := tinyConfig(t, "teran-mrsw-small.yaml")
-	cfg.Training.ValStep = 10
-	straight, split := t.TempDir(), t.TempDir()
-	if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: straight, MaxIters: 20, ValImages: 50}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: split, MaxIters: 10, ValImages: 50}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(context.Background(), Options{Data: data.Source{Path: dir}, Out: split, MaxIters: 20, ValImages: 50, Resume: true}); err != nil {
-		t.Fatal(err)
-	}
-	a, fa, err := model.Load(filepath.Join(straight, "last.safetensors"))
+// memberSpaces evaluates the best MEMBER checkpoint of run directory out on
+// a split in each of its spaces, with its memory banks from the checkpoint,
+// and checks that every space retrieves with R@10 of at least minR10 both
+// ways. It returns the rsum of each space.
+func memberSpaces(t *testing.T, out string, src data.Source, split string, minR10 float64) map[string]float64 {
+	t.Helper()
+	m, f, err := model.Load(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fa.Close()
-	b, fb, err := model.Load(filepath.Join(split, "last.safetensors"))
+	f.Close()
+	mb, ok := m.(*model.MEMBER)
+	if !ok {
+		t.Fatalf("%s holds a %s, not member", out, m.Name())
+	}
+	sp, err := src.Load(split)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fb.Close()
-	pa, pb := a.Params(), b.Params()
-	for i := range pa {
-		for j := range pa[i].T.Data {
-			if pa[i].T.Data[j] != pb[i].T.Data[j] {
-				t.Fatalf("%s[%d]: %v uninterrupted, %v resumed", pa[i].Name, j, pa[i].T.Data[j], pb[i].T.Data[j])
-			}
+	defer sp.Close()
+	rsums := map[string]float64{}
+	for _, s := range []struct{ space, combination string }{{"self", ""}, {"cross", ""}, {"comb", "similarity"}, {"comb", "embedding"}} {
+		ms, err := mb.InSpace(s.space, s.combination)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := eval.EvaluateModels(context.Background(), []model.Model{ms}, sp, eval.ModelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := res.Report.Metrics
+		name := strings.TrimSuffix(s.space+"-"+s.combination, "-")
+		rsums[name] = mt.RSum
+		t.Logf("member %s on %d %s images: R@1 i2t %.1f t2i %.1f, R@10 i2t %.1f t2i %.1f, rsum %.1f",
+			name, sp.NumImages(), split, mt.I2T.R1, mt.T2I.R1, mt.I2T.R10, mt.T2I.R10, mt.RSum)
+		if mt.I2T.R10 < minR10 || mt.T2I.R10 < minR10 {
+			t.Errorf("member %s: R@10 i2t %.1f%% t2i %.1f%%, want at least %.0f%% both ways", name, mt.I2T.R10, mt.T2I.R10, minR10)
 		}
 	}
-	ha, hb := readHistory(t, straight), readHistory(t, split)
-	if len(ha) != len(hb) || ha[len(ha)-1].RSum != hb[len(hb)-1].RSum {
-		t.Fatalf("histories differ: %+v vs %+v", ha, hb)
+	return rsums
+}
+
+// TestResumeIsExact kills a run half-way (by its iteration limit) and
+// resumes it: the weights must equal those of an uninterrupted run (for
+// MEMBER, whose memory banks come back from the checkpoint, the
+// validations too).
+func TestResumeIsExact(t *testing.T) {
+	dir := testWorld(t)
+	for _, base := range []string{"teran-mrsw-small.yaml", "member-small.yaml"} {
+		t.Run(strings.TrimSuffix(base, "-small.yaml"), func(t *testing.T) {
+			cfg := tinyConfig(t, base)
+			cfg.Training.ValStep = 10
+			straight, split := t.TempDir(), t.TempDir()
+			if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: straight, MaxIters: 20, ValImages: 50}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: split, MaxIters: 10, ValImages: 50}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Run(context.Background(), Options{Data: data.Source{Path: dir}, Out: split, MaxIters: 20, ValImages: 50, Resume: true}); err != nil {
+				t.Fatal(err)
+			}
+			a, fa, err := model.Load(filepath.Join(straight, "last.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fa.Close()
+			b, fb, err := model.Load(filepath.Join(split, "last.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fb.Close()
+			pa, pb := a.Params(), b.Params()
+			for i := range pa {
+				for j := range pa[i].T.Data {
+					if pa[i].T.Data[j] != pb[i].T.Data[j] {
+						t.Fatalf("%s[%d]: %v uninterrupted, %v resumed", pa[i].Name, j, pa[i].T.Data[j], pb[i].T.Data[j])
+					}
+				}
+			}
+			if model.Fingerprint(a) != model.Fingerprint(b) {
+				t.Fatal("the resumed run's model (weights and state) differs from the uninterrupted run's")
+			}
+			ha, hb := readHistory(t, straight), readHistory(t, split)
+			if len(ha) != len(hb) || ha[len(ha)-1].RSum != hb[len(hb)-1].RSum {
+				t.Fatalf("histories differ: %+v vs %+v", ha, hb)
+			}
+		})
 	}
 }
 
@@ -196,7 +253,7 @@ func flickr8kMini(t *testing.T) string {
 // TERN at chance, which this test catches.
 func TestModelsLearnRealCaptions(t *testing.T) {
 	dir := flickr8kMini(t)
-	for _, base := range []string{"teran-mrsw-small.yaml", "tern-small.yaml", "vsepp-small.yaml", "seam-e-small.yaml", "seam-c-penalty-small.yaml", "seam-g-small.yaml"} {
+	for _, base := range []string{"teran-mrsw-small.yaml", "tern-small.yaml", "vsepp-small.yaml", "seam-e-small.yaml", "seam-c-penalty-small.yaml", "seam-g-small.yaml", "member-small.yaml"} {
 		t.Run(strings.TrimSuffix(base, "-small.yaml"), func(t *testing.T) {
 			cfg := tinyConfig(t, base)
 			// The config's own optimisation settings (batch, lr, warm-up,
@@ -208,9 +265,17 @@ func TestModelsLearnRealCaptions(t *testing.T) {
 				// of 2e-4, it learns too slowly for the test's 250 steps.
 				cfg.Model.EmbedSize, cfg.TextModel.Hidden, cfg.Training.LR = 128, 128, 1e-3
 			}
+			iters := 250
+			if cfg.Model.Name == "member" {
+				// At test size: each memory response is a pass of the cross
+				// encoder, and the two generation losses score the
+				// vocabulary at every token; its validation rsum levels off
+				// after about 100 steps.
+				cfg.Model.Responses, iters = 2, 120
+			}
 			out := t.TempDir()
 			src := data.Source{Path: dir}
-			if _, err := Run(context.Background(), Options{Config: cfg, Data: src, Out: out, MaxIters: 250}); err != nil {
+			if _, err := Run(context.Background(), Options{Config: cfg, Data: src, Out: out, MaxIters: iters}); err != nil {
 				t.Fatal(err)
 			}
 			m, f, err := model.Load(out)
@@ -232,6 +297,13 @@ func TestModelsLearnRealCaptions(t *testing.T) {
 				base, test.NumImages(), mt.I2T.R1, mt.T2I.R1, mt.I2T.R10, mt.T2I.R10, mt.RSum)
 			if mt.RSum < 120 || mt.I2T.R10 < 30 || mt.T2I.R10 < 30 {
 				t.Errorf("rsum %.1f, R@10 i2t %.1f%% t2i %.1f%%: not far above chance (35, 11%%)", mt.RSum, mt.I2T.R10, mt.T2I.R10)
+			}
+			if cfg.Model.Name == "member" {
+				for space, rsum := range memberSpaces(t, out, src, "test", 30) {
+					if rsum < 120 {
+						t.Errorf("member %s: rsum %.1f, not far above chance (35)", space, rsum)
+					}
+				}
 			}
 		})
 	}

@@ -35,7 +35,7 @@ var Benchmark = bench.Benchmark{
 
 // DefaultModels are the built-in configs trained by default: every model
 // of the four papers that xmr has, and VSE++.
-var DefaultModels = []string{"teran-mrsw-small", "teran-mwsr-small", "tern-small", "seam-e-small", "seam-c-small", "seam-g-small", "vsepp-small"}
+var DefaultModels = []string{"teran-mrsw-small", "teran-mwsr-small", "tern-small", "seam-e-small", "seam-c-small", "seam-g-small", "member-small", "vsepp-small"}
 
 // params are the benchmark's arguments.
 type params struct {

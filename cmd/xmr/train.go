@@ -34,13 +34,14 @@ var trainFlags trainOptions
 func init() {
 	register(&command{
 		name:    "train",
-		summary: "train a TERAN, TERN or SEAM model (or the VSE++ baseline) from a YAML config",
+		summary: "train a TERAN, TERN, SEAM or MEMBER model (or the VSE++ baseline) from a YAML config",
 		usage:   "--config FILE.yaml --data PATH --out DIR [flags]",
 		examples: `  xmr synth -n 6000 --dim 256 --no-images --out world
   xmr train --config configs/teran-mrsw-small.yaml --data world --out runs/teran --time-budget 15m
   xmr train --config configs/tern-small.yaml --data world --out runs/tern --time-budget 15m
   xmr train --config teran-mrsw --bert bert-base-uncased --data data/coco_precomp --out runs/coco   # pretrained BERT
   xmr train --config seam-c --data data/f30k_precomp --out runs/seam-c   # SEAM-C on global (N, D) features
+  xmr train --config member-small --data world --out runs/member   # MEMBER: builds its memory banks from the training set first
   xmr train --out runs/teran --data world --resume     # continue a killed run
   xmr train --config teran-mrsw --data /data/coco --karpathy dataset_coco.json \
       --coco-annotations captions_train2014.json,captions_val2014.json --out runs/coco   # bottom-up files
