@@ -58,7 +58,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "name a benchmark"},
-		{[]string{"nosuch"}, `unknown benchmark "nosuch" (have: gemm, rouge, search, seam-text, spice, synth, train-step, transformer)`},
+		{[]string{"nosuch"}, `unknown benchmark "nosuch" (have: gemm, learn, rouge, search, seam-text, spice, synth, train-step, transformer)`},
 		{[]string{"transformer", "--python"}, "flag needs an argument: --python"},
 	}
 	for _, c := range cases {
