@@ -91,6 +91,7 @@ func TestModelsLearn(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // a tiny model keeps about one core busy: two runs fill the machine
 			cfg := tinyConfig(t, c.config)
 			if c.edit != nil {
 				c.edit(&cfg)
@@ -176,6 +177,7 @@ func TestResumeIsExact(t *testing.T) {
 	dir := testWorld(t)
 	for _, base := range []string{"teran-mrsw-small.yaml", "member-small.yaml"} {
 		t.Run(strings.TrimSuffix(base, "-small.yaml"), func(t *testing.T) {
+			t.Parallel()
 			cfg := tinyConfig(t, base)
 			cfg.Training.ValStep = 10
 			straight, split := t.TempDir(), t.TempDir()
@@ -255,6 +257,7 @@ func TestModelsLearnRealCaptions(t *testing.T) {
 	dir := flickr8kMini(t)
 	for _, base := range []string{"teran-mrsw-small.yaml", "tern-small.yaml", "vsepp-small.yaml", "seam-e-small.yaml", "seam-c-penalty-small.yaml", "seam-g-small.yaml", "member-small.yaml"} {
 		t.Run(strings.TrimSuffix(base, "-small.yaml"), func(t *testing.T) {
+			t.Parallel()
 			cfg := tinyConfig(t, base)
 			// The config's own optimisation settings (batch, lr, warm-up,
 			// schedule): how they fit a small data set is under test.
