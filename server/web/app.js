@@ -165,7 +165,7 @@
     stage.style.aspectRatio = `${w} / ${h}`;
     const svg = svgEl("svg", { viewBox: `0 0 ${w} ${h}`, class: "overlay", id: "overlay", role: "img",
       "aria-label": `each word's best region in ${img.id}` });
-    const fs = Math.max(h / 22, 4);
+    const fs = Math.max(h / 28, 3);
     const charW = fs * 0.62; // labels are monospace
     const placed = [];
     const perRegion = new Map();
