@@ -113,7 +113,7 @@ func runDemo(ctx context.Context, args []string) error {
 			}
 		}
 		step(2, "training %s (%s) %s in %s", f.config, cfg.Model.Name, budget, run)
-		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, MaxIters: f.maxIters, ValImages: 500, Overwrite: true})
+		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, MaxIters: f.maxIters, ValImages: 200, Overwrite: true})
 		if err != nil {
 			return err
 		}
