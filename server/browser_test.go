@@ -235,11 +235,11 @@ func TestBrowser(t *testing.T) {
 }
 
 // checkOverlay checks the overlay of sentence: a box and a label "word
-// cosine" for each word shown, each a word of the sentence, as many as the
-// list beside it.
+// cosine" (drawn after every box, so over them) for each word shown, each
+// a word of the sentence, as many as the list beside it.
 func checkOverlay(t *testing.T, eval func(string) any, sentence string) {
 	t.Helper()
-	labels := eval(`[...document.querySelectorAll("#overlay g.align")].map(g => [g.dataset.word, g.querySelector("rect.box") !== null, g.querySelector("text.label").textContent])`).([]any)
+	labels := eval(`[...document.querySelectorAll("#overlay g.align")].map((g, i) => [g.dataset.word, g.querySelector("rect.box") !== null, document.querySelectorAll("#overlay g.label")[i].textContent])`).([]any)
 	if len(labels) == 0 {
 		t.Fatalf("no alignment boxes for %q", sentence)
 	}

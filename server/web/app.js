@@ -169,6 +169,7 @@
     const charW = fs * 0.62; // labels are monospace
     const placed = [];
     const perRegion = new Map();
+    const labels = [];
     for (const a of shown) {
       const k = perRegion.get(a.region) || 0; // boxes of one region are offset a little
       perRegion.set(a.region, k + 1);
@@ -177,8 +178,9 @@
       const bw = Math.max((a.box[2] - a.box[0]) * w - 2 * off, 1), bh = Math.max((a.box[3] - a.box[1]) * h - 2 * off, 1);
       const g = svgEl("g", { class: "align", "data-word": a.word });
       g.append(svgEl("rect", { x, y, width: bw, height: bh, class: "box", stroke: a.colour }));
-      const label = `${a.word} ${a.cosine.toFixed(2)}`;
-      const lw = label.length * charW + fs * 0.5, lh = fs * 1.3;
+      svg.append(g);
+      const text = `${a.word} ${a.cosine.toFixed(2)}`;
+      const lw = text.length * charW + fs * 0.5, lh = fs * 1.3;
       let lx = Math.min(Math.max(x, 0), w - lw), ly = Math.max(y, 0);
       // Move a label down past those it would cover.
       for (let tries = 0; tries < 40 && placed.some((p) => lx < p.x + p.w && p.x < lx + lw && ly < p.y + p.h && p.y < ly + lh); tries++) {
@@ -186,10 +188,12 @@
       }
       if (ly + lh > h) ly = Math.max(h - lh, 0);
       placed.push({ x: lx, y: ly, w: lw, h: lh });
-      g.append(svgEl("rect", { x: lx, y: ly, width: lw, height: lh, class: "label-bg", fill: a.colour }),
-        svgEl("text", { x: lx + fs * 0.25, y: ly + fs, class: "label", "font-size": fs }, label));
-      svg.append(g);
+      const label = svgEl("g", { class: "label", "data-word": a.word });
+      label.append(svgEl("rect", { x: lx, y: ly, width: lw, height: lh, class: "label-bg", fill: a.colour }),
+        svgEl("text", { x: lx + fs * 0.25, y: ly + fs, "font-size": fs }, text));
+      labels.push(label);
     }
+    svg.append(...labels); // over every box
     stage.replaceChildren(picture(img), svg);
 
     // The sentence, each aligned word in its box's colour.
