@@ -60,7 +60,7 @@ reuses the world, the model and the index that the first one made.`,
 			fs.IntVar(&demoFlags.n, "n", 6000, "images in the synthetic world (at least 200)")
 			fs.DurationVar(&demoFlags.timeBudget, "time-budget", 150*time.Second, "training time")
 			fs.IntVar(&demoFlags.maxIters, "max-iters", 0, "stop training after this many iterations (0: the time budget alone)")
-			fs.StringVar(&demoFlags.config, "config", "teran-mrsw-small", "model config (a file or a built-in name)")
+			fs.StringVar(&demoFlags.config, "config", "teran-mrsw-demo", "model config (a file or a built-in name; teran-mrsw-demo is teran-mrsw-small with a schedule for a few minutes)")
 			fs.BoolVar(&demoFlags.retrain, "retrain", false, "train again even if DIR/run has a model (and index again)")
 			fs.BoolVar(&demoFlags.fresh, "fresh", false, "make everything again: the world, the model and the index")
 			fs.BoolVar(&demoFlags.noServe, "no-serve", false, "stop after the evaluation and the index; do not serve")
