@@ -1,9 +1,10 @@
 // Package serve is `xmr bench serve`: a load test of the HTTP server on
 // loopback. It builds an index of a synthetic world's images (5,000 by
-// default), serves it, and runs concurrent clients (64) that send text
-// searches for a while (30 s): it reports the errors, the latency
-// percentiles, the throughput, and the process's memory before, during
-// and after the load.
+// default), serves it, times one client alone (5 s: a search's own
+// latency), then runs concurrent clients (64) that send text searches for
+// a while (30 s, after 3 s of warm-up): it reports the errors, the latency
+// percentiles, the throughput, and the process's memory (server and
+// clients share it) before, during and after the load.
 package serve
 
 import (
@@ -20,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,17 +49,17 @@ var Benchmark = bench.Benchmark{
 // params are the benchmark's arguments.
 type params struct {
 	images, clients, k, dim int
-	duration, warmup        time.Duration
+	duration, warmup, alone time.Duration
 	checkpoint, config, dir string
 }
 
 func parse(opts bench.Options) (params, error) {
-	p := params{images: 5000, clients: 64, k: 10, dim: 256, duration: 30 * time.Second, warmup: 3 * time.Second, config: "teran-mrsw-small"}
+	p := params{images: 5000, clients: 64, k: 10, dim: 256, duration: 30 * time.Second, warmup: 3 * time.Second, alone: 5 * time.Second, config: "teran-mrsw-small"}
 	if opts.Quick {
-		p.images, p.clients, p.dim, p.duration, p.warmup = 100, 4, 32, time.Second, 200*time.Millisecond
+		p.images, p.clients, p.dim, p.duration, p.warmup, p.alone = 100, 4, 32, time.Second, 200*time.Millisecond, 300*time.Millisecond
 	}
 	ints := map[string]*int{"images": &p.images, "clients": &p.clients, "k": &p.k, "dim": &p.dim}
-	durs := map[string]*time.Duration{"duration": &p.duration, "warmup": &p.warmup}
+	durs := map[string]*time.Duration{"duration": &p.duration, "warmup": &p.warmup, "alone": &p.alone}
 	strs := map[string]*string{"checkpoint": &p.checkpoint, "config": &p.config, "dir": &p.dir}
 	for _, a := range opts.Args {
 		key, v, ok := strings.Cut(a, "=")
@@ -79,14 +81,14 @@ func parse(opts bench.Options) (params, error) {
 		} else if sp, ok := strs[key]; ok {
 			*sp = v
 		} else {
-			return p, fmt.Errorf("serve: unknown argument %q (images, clients, duration, warmup, k, dim, checkpoint, config, dir)", key)
+			return p, fmt.Errorf("serve: unknown argument %q (images, clients, duration, warmup, alone, k, dim, checkpoint, config, dir)", key)
 		}
 	}
 	if p.images < 100 {
 		return p, fmt.Errorf("serve: images=%d: want at least 100", p.images)
 	}
-	if p.duration <= 0 {
-		return p, errors.New("serve: duration must be positive")
+	if p.duration <= 0 || p.alone <= 0 {
+		return p, errors.New("serve: duration and alone must be positive")
 	}
 	return p, nil
 }
@@ -132,7 +134,13 @@ func run(ctx context.Context, opts bench.Options) error {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: p.clients, MaxConnsPerHost: p.clients}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 
+	debug.FreeOSMemory() // what building the index (in this process) left behind
 	idle := sample()
+	// One client alone: the time a search takes when none waits.
+	alone, err := load(ctx, client, url, queries, 1, p.k, p.alone)
+	if err != nil {
+		return err
+	}
 	if _, err := load(ctx, client, url, queries, p.clients, p.k, p.warmup); err != nil {
 		return err
 	}
@@ -173,6 +181,10 @@ func run(ctx context.Context, opts bench.Options) error {
 	emit := func(metric string, v float64, unit string) {
 		opts.Emit(bench.Result{Name: name, Metric: metric, Value: v, Unit: unit, Note: shape})
 	}
+	slices.Sort(alone.latencies)
+	opts.Emit(bench.Result{Name: name, Metric: "latency p50, 1 client", Value: ms(percentile(alone.latencies, 0.5)), Unit: "ms",
+		Note: fmt.Sprintf("%d requests in %v, %d errors", alone.requests, p.alone, alone.errors)})
+	opts.Emit(bench.Result{Name: name, Metric: "throughput, 1 client", Value: float64(alone.requests) / p.alone.Seconds(), Unit: "req/s"})
 	emit("requests", float64(st.requests), "count")
 	emit("errors", float64(st.errors), "count")
 	emit("throughput", float64(st.requests)/elapsed.Seconds(), "req/s")

@@ -19,7 +19,7 @@ func TestQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []string{"requests", "throughput", "latency p50", "latency p99", "rss before", "rss after", "heap live after"} {
+	for _, m := range []string{"latency p50, 1 client", "requests", "throughput", "latency p50", "latency p99", "rss before", "rss after", "heap live after"} {
 		if r, ok := got[m]; !ok || !(r.Value > 0) {
 			t.Errorf("%s: %+v", m, r)
 		}
