@@ -63,7 +63,8 @@ gracefully: requests in flight finish, new ones are refused.`,
 
 // serveIndex serves the index in dir on addr until ctx is cancelled, with
 // image files from images (none when empty). It prints the page's address
-// and, with an example query, a link that runs it.
+// and a link that runs an example query (example, else the first indexed
+// caption).
 func serveIndex(ctx context.Context, dir, images, addr, example string, o *server.Options) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return usageErrorf("--addr %q: want host:port, such as 127.0.0.1:8080 (%v)", addr, err)
@@ -84,6 +85,11 @@ func serveIndex(ctx context.Context, dir, images, addr, example string, o *serve
 	}
 	defer s.Close()
 	ni, nc := ix.Len()
+	if example == "" && nc > 0 {
+		if cp, err := ix.Caption(ctx, 0); err == nil {
+			example = cp.Text
+		}
+	}
 	err = s.ListenAndServe(ctx, addr, func(a net.Addr) {
 		u := "http://" + a.String() + "/"
 		fmt.Fprintf(stdout, "serving %s (%d images, %d captions) on %s (Ctrl-C stops)\n", dir, ni, nc, u)
