@@ -30,7 +30,7 @@ var boundaries = []struct {
 		forbidden: []string{"train"},
 	},
 	{
-		pkgs:      []string{"npy", "mmap", "atomicfile", "lockfile", "progress"},
+		pkgs:      []string{"npy", "mmap", "atomicfile", "lockfile", "progress", "torchfile"},
 		forbidden: []string{"data", "eval", "model", "train", "tensor", "nn", "synth", "checkpoint"},
 	},
 }

@@ -44,6 +44,15 @@ func testModel(t testing.TB, name string, seed uint64, captions []string) model.
 		cfg.ImageModel = model.ImageConfig{Name: "global", FeatDim: 16}
 		cfg.TextModel = model.TextConfig{Name: "seam-c", EmbedDim: 8, Hops: 2, AttentionUnits: 4, Filters: 3, Hidden: 4}
 	}
+	if name == "vsepp" { // global vectors only, scored by the cosine
+		cfg.Model = model.JointConfig{Name: "vsepp", EmbedSize: 16}
+		cfg.ImageModel = model.ImageConfig{Name: "global", FeatDim: 16}
+		cfg.TextModel = model.TextConfig{Name: "gru", EmbedDim: 8}
+	}
+	if name == "member" { // global vectors: [self, cross] side by side
+		cfg.Model = model.JointConfig{Name: "member", EmbedSize: 16, Layers: 1, Heads: 2, FF: 16, Pool: "max", Fusion: "late",
+			Responses: 5, UsageRatio: 1, Space: "comb", Combination: "similarity"}
+	}
 	tok, err := model.BuildTokenizer(cfg, captions)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +141,7 @@ func TestSearchMatchesDirectScoring(t *testing.T) {
 			}
 			cases := []scoringCase{{"", true}, {"", false}, {model.Global, false}, {model.MrSw, true}, {model.MwSr, true}, {model.Symm, true}, {model.MrAvgw, true},
 				{model.MwSr, false}, {model.Symm, false}, {model.MrAvgw, false}}
-			if name == "seam" { // global vectors only
+			if len(imgs.Vecs) == 0 { // global vectors only: SEAM, VSE++, MEMBER
 				cases = []scoringCase{{"", true}, {"", false}, {model.Global, false}, {model.Global, true}}
 			}
 			for _, c := range cases {

@@ -105,7 +105,7 @@ func newWriter(dir string, m model.Model, mode Mode) (*Writer, error) {
 	w.man.Format, w.man.Version = Format, Version
 	w.man.Catalogue = fmt.Sprintf("catalogue-%06d.db", gen)
 	w.man.Model = ModelInfo{Name: m.Name(), File: fmt.Sprintf("model-%06d.safetensors", gen), Fingerprint: w.fp,
-		Dim: m.Config().Model.EmbedSize, Scoring: m.Scoring()}
+		Dim: m.Config().EmbeddingDim(), Scoring: m.Scoring()}
 	return w, nil
 }
 

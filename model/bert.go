@@ -2,7 +2,9 @@ package model
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/nn"
 	"github.com/xmr-project/xmr/tensor"
+	"github.com/xmr-project/xmr/torchfile"
 )
 
 // BERTConfig holds the sizes of a BERT encoder, as in a HuggingFace
@@ -134,7 +137,8 @@ func NewBERT(rng *rand.Rand, cfg BERTConfig, layers int, dropout float32) *BERT 
 }
 
 // LoadBERT reads a HuggingFace BERT directory (config.json and
-// model.safetensors) keeping its first layers layers.
+// model.safetensors, or pytorch_model.bin, a torch.save file read by
+// package torchfile) keeping its first layers layers.
 func LoadBERT(dir string, layers int, dropout float32) (*BERT, error) {
 	cfg, err := ReadBERTConfig(dir)
 	if err != nil {
@@ -144,15 +148,61 @@ func LoadBERT(dir string, layers int, dropout float32) (*BERT, error) {
 		layers = cfg.NumHiddenLayers
 	}
 	path := filepath.Join(dir, "model.safetensors")
+	bin := filepath.Join(dir, "pytorch_model.bin")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, berr := os.Stat(bin); berr == nil {
+			return loadBERTTorch(cfg, bin, layers, dropout)
+		}
+		return nil, fmt.Errorf("%s holds neither model.safetensors nor pytorch_model.bin: not a HuggingFace BERT directory", dir)
+	}
 	f, err := checkpoint.Open(path)
 	if err != nil {
-		if _, serr := os.Stat(filepath.Join(dir, "pytorch_model.bin")); serr == nil {
-			return nil, fmt.Errorf("%s has only pytorch_model.bin: convert it to model.safetensors (e.g. with transformers' save_pretrained(safe_serialization=True)): %w", dir, err)
-		}
 		return nil, err
 	}
 	defer f.Close()
 	return loadBERT(cfg, f, layers, dropout)
+}
+
+// bertName maps a HuggingFace BERT tensor name to xmr's: without the
+// "bert." prefix of BertForPreTraining files, LayerNorm gamma/beta (old
+// TF-converted files) as weight/bias.
+func bertName(name string) string {
+	name = strings.TrimPrefix(name, "bert.")
+	name = strings.Replace(name, "LayerNorm.gamma", "LayerNorm.weight", 1)
+	return strings.Replace(name, "LayerNorm.beta", "LayerNorm.bias", 1)
+}
+
+// loadBERTTorch builds the BERT of cfg with layers layers from a
+// pytorch_model.bin.
+func loadBERTTorch(cfg BERTConfig, path string, layers int, dropout float32) (*BERT, error) {
+	f, err := torchfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	w, err := readStateDict(f, "state_dict", "model")
+	if err != nil {
+		return nil, err
+	}
+	if need := cfg.numParams(layers); need > w.floatElements() {
+		return nil, fmt.Errorf("%s: the BERT config describes %.0f parameters for %d layers, the file holds only %.0f values: the two do not belong together", path, need, layers, w.floatElements())
+	}
+	// The file's names, by xmr's name for them.
+	byName := map[string][]string{}
+	for _, n := range w.names {
+		byName[bertName(n)] = append(byName[bertName(n)], n)
+	}
+	b := NewBERT(rand.New(rand.NewPCG(1, 1)), cfg, layers, dropout)
+	_, err = w.fill(b.Params(), func(name string) []string {
+		if c := byName[name]; len(c) > 0 {
+			return c
+		}
+		return []string{name}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load BERT weights: %w", err)
+	}
+	return b, nil
 }
 
 // loadBERT builds the BERT of cfg with layers layers from the weights of f.
@@ -174,12 +224,7 @@ func loadBERT(cfg BERTConfig, f *checkpoint.File, layers int, dropout float32) (
 	for _, p := range b.Params() {
 		want = append(want, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
 	}
-	err := f.LoadInto(want, checkpoint.LoadOptions{AllowUnexpected: true, Rename: func(name string) string {
-		name = strings.TrimPrefix(name, "bert.")
-		// Old TF-converted checkpoints call LayerNorm parameters gamma/beta.
-		name = strings.Replace(name, "LayerNorm.gamma", "LayerNorm.weight", 1)
-		return strings.Replace(name, "LayerNorm.beta", "LayerNorm.bias", 1)
-	}})
+	err := f.LoadInto(want, checkpoint.LoadOptions{AllowUnexpected: true, Rename: bertName})
 	if err != nil {
 		return nil, fmt.Errorf("load BERT weights: %w", err)
 	}

@@ -1,13 +1,16 @@
 package model
 
 import (
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/xmr-project/xmr/checkpoint"
+	"github.com/xmr-project/xmr/torchfile/torchfiletest"
 )
 
 // writeHFBERT writes a tiny BERT in the HuggingFace layout (config.json,
@@ -115,5 +118,48 @@ func TestLoadPretrainedBERTNamesWrongShape(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+}
+
+func TestLoadBERTPytorchModelBin(t *testing.T) {
+	dir := t.TempDir()
+	want := writeHFBERT(t, dir, "")
+	// The same weights as a pytorch_model.bin (old names: LayerNorm
+	// gamma/beta) and no model.safetensors.
+	sd := &torchfiletest.Dict{Ordered: true}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		w := want[name]
+		f, err := checkpoint.Open(filepath.Join(dir, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, shape, err := f.Tensor("bert." + name)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		name = strings.Replace(strings.Replace(name, "LayerNorm.weight", "LayerNorm.gamma", 1), "LayerNorm.bias", "LayerNorm.beta", 1)
+		sd.Add("bert."+name, &torchfiletest.Tensor{Shape: shape, Data: w})
+	}
+	sd.Add("cls.predictions.bias", &torchfiletest.Tensor{Shape: []int{12}, Data: make([]float32, 12)})
+	if err := os.Remove(filepath.Join(dir, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if err := torchfiletest.Write(filepath.Join(dir, "pytorch_model.bin"), sd); err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadBERT(dir, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range b.Params() {
+		if !slices.Equal(p.T.Data, want[p.Name]) {
+			t.Errorf("%s differs from the file", p.Name)
+		}
+	}
+	// A directory with neither file says so.
+	os.Remove(filepath.Join(dir, "pytorch_model.bin"))
+	if _, err := LoadBERT(dir, 2, 0); err == nil || !strings.Contains(err.Error(), "neither model.safetensors nor pytorch_model.bin") {
+		t.Errorf("error %v", err)
 	}
 }

@@ -106,7 +106,19 @@ type ImageConfig struct {
 	PosEncoding string `yaml:"pos-encoding"`
 	// Hidden is the width of the visual pipeline (2048 in TERAN).
 	Hidden int `yaml:"hidden"`
+	// Slot0 says what fills TERAN's image slot 0, which attends with the
+	// regions in the reasoning layers but never aligns: "zero" (or empty,
+	// xmr's default) puts a zero vector there after the box MLP;
+	// "zero-region" puts a zero region with a zero box code there before
+	// it, so that slot 0 holds the MLP's output for zeros, as in the
+	// official TERAN code, whose batches reserve a zero feature row. xmr
+	// import sets it for official checkpoints. TERN fills slot 0 with its
+	// learned I-CLS and takes neither.
+	Slot0 string `yaml:"slot0,omitempty"`
 }
+
+// slot0Values lists the valid ImageConfig.Slot0 values.
+var slot0Values = []string{"", "zero", "zero-region"}
 
 // posEncodings lists the valid ImageConfig.PosEncoding values.
 var posEncodings = []string{"concat-and-process", "none"}
@@ -115,7 +127,7 @@ var posEncodings = []string{"concat-and-process", "none"}
 // model it is and the common space.
 type JointConfig struct {
 	// Name is the model's name in the registry (see Names): "teran",
-	// "tern" or "seam".
+	// "tern", "seam", "vsepp" or "member".
 	Name      string `yaml:"name"`
 	EmbedSize int    `yaml:"embed-size"`
 	// Layers is the number of final transformer layers at EmbedSize.
@@ -129,6 +141,25 @@ type JointConfig struct {
 	// paper's) or global (the cosine). TERAN and TERN leave it empty: they
 	// score by Pooling and by the CLS cosine.
 	Similarity Scoring `yaml:"similarity,omitempty"`
+	// MEMBER's own keys (member.go), empty for the other models. Pool
+	// compacts self- and cross-features into embeddings: first, mean or
+	// max (the paper's best). Fusion is how the cross encoder fuses the
+	// memory responses: early (one pass over their weighted average) or
+	// late (one pass per response, then the weighted average; the
+	// paper's). Responses is n_m, the memory responses per query (5).
+	// UsageRatio is the fraction of the training items the memory banks
+	// hold (1: all; Table VIII). Space is the embedding retrieval compares
+	// (self, cross or comb) and Combination how comb combines the self
+	// and cross spaces: similarity (the mean of the two cosines; the
+	// paper's) or embedding (their sum). GenerationWeight weighs the
+	// caption generation losses (1 in eq. 13; 0 turns them off).
+	Pool             string  `yaml:"pool,omitempty"`
+	Fusion           string  `yaml:"fusion,omitempty"`
+	Responses        int     `yaml:"responses,omitempty"`
+	UsageRatio       float32 `yaml:"usage-ratio,omitempty"`
+	Space            string  `yaml:"space,omitempty"`
+	Combination      string  `yaml:"combination,omitempty"`
+	GenerationWeight float32 `yaml:"generation-weight,omitempty"`
 }
 
 // Default returns TERAN MrSw at the published size (REFERENCE.md).
@@ -184,9 +215,14 @@ func (c Config) Validate() error {
 	p.between("model.embed-size", c.Model.EmbedSize, 1, MaxWidth)
 	p.between("image-model.feat-dim", c.ImageModel.FeatDim, 1, MaxWidth)
 	p.between("text-model.vocab-size", c.TextModel.VocabSize, 0, MaxVocab)
-	if c.Model.Name == "seam" {
+	switch c.Model.Name {
+	case "seam":
 		c.validateSEAM(&p)
-	} else {
+	case "vsepp":
+		c.validateVSEPP(&p)
+	case "member":
+		c.validateMember(&p)
+	default:
 		c.validateTERAN(&p)
 	}
 	return p.err()
@@ -194,10 +230,36 @@ func (c Config) Validate() error {
 
 // validateTERAN checks the parts of a config that TERAN and TERN read.
 func (c Config) validateTERAN(p *problems) {
-	tm, im, jm := c.TextModel, c.ImageModel, c.Model
+	im, jm := c.ImageModel, c.Model
 	if jm.Similarity != "" {
 		p.bad("model.similarity", "only seam chooses its similarity; %s scores with the pooling or the CLS cosine", jm.Name)
 	}
+	c.validateText(p)
+
+	p.oneOf("image-model.name", im.Name, []string{"bottomup"})
+	p.oneOf("image-model.pos-encoding", im.PosEncoding, posEncodings)
+	p.oneOf("image-model.slot0", im.Slot0, slot0Values)
+	if jm.Name == "tern" && im.Slot0 == "zero-region" {
+		p.bad("image-model.slot0", "tern fills slot 0 with its learned I-CLS: leave slot0 out")
+	}
+	p.between("image-model.hidden", im.Hidden, 1, MaxWidth)
+	p.between("image-model.transformer-layers", im.TransformerLayers, 0, MaxLayers)
+	p.between("image-model.heads", im.Heads, 1, MaxHeads)
+	p.between("image-model.ff", im.FF, 1, MaxWidth)
+	p.dropout("image-model.dropout", im.Dropout)
+	p.divides("image-model.heads", im.Heads, "hidden", im.Hidden)
+
+	p.between("model.layers", jm.Layers, 0, MaxLayers)
+	p.between("model.heads", jm.Heads, 1, MaxHeads)
+	p.between("model.ff", jm.FF, 1, MaxWidth)
+	p.dropout("model.dropout", jm.Dropout)
+	p.divides("model.heads", jm.Heads, "embed-size", jm.EmbedSize)
+}
+
+// validateText checks the text encoder of TERAN, TERN and MEMBER
+// (newTextEncoder).
+func (c Config) validateText(p *problems) {
+	tm := c.TextModel
 	p.oneOf("text-model.name", tm.Name, textEncoders)
 	if tm.Pretrain != "" && tm.Name != "bert" {
 		p.bad("text-model.pretrain", "a pretrained BERT directory goes with name bert, not %q", tm.Name)
@@ -230,21 +292,6 @@ func (c Config) validateTERAN(p *problems) {
 		p.between("text-model.ff", tm.FF, 0, MaxWidth)
 		p.divides("text-model.heads", tm.Heads, "embed-dim", tm.EmbedDim)
 	}
-
-	p.oneOf("image-model.name", im.Name, []string{"bottomup"})
-	p.oneOf("image-model.pos-encoding", im.PosEncoding, posEncodings)
-	p.between("image-model.hidden", im.Hidden, 1, MaxWidth)
-	p.between("image-model.transformer-layers", im.TransformerLayers, 0, MaxLayers)
-	p.between("image-model.heads", im.Heads, 1, MaxHeads)
-	p.between("image-model.ff", im.FF, 1, MaxWidth)
-	p.dropout("image-model.dropout", im.Dropout)
-	p.divides("image-model.heads", im.Heads, "hidden", im.Hidden)
-
-	p.between("model.layers", jm.Layers, 0, MaxLayers)
-	p.between("model.heads", jm.Heads, 1, MaxHeads)
-	p.between("model.ff", jm.FF, 1, MaxWidth)
-	p.dropout("model.dropout", jm.Dropout)
-	p.divides("model.heads", jm.Heads, "embed-size", jm.EmbedSize)
 }
 
 // problems collects what Validate finds wrong, one "key: what" each.
@@ -296,12 +343,42 @@ func (c Config) NumParams() float64 {
 	// A post-norm transformer layer: attention (in-projection 3d x d and
 	// out-projection), two feed-forward linears, two layer norms.
 	layer := func(d, ff float64) float64 { return 4*d*d + 4*d + linear(d, ff) + linear(ff, d) + 4*d }
-	tm, im, jm := c.TextModel, c.ImageModel, c.Model
-	if jm.Name == "seam" {
+	im, jm := c.ImageModel, c.Model
+	switch jm.Name {
+	case "seam":
 		return c.seamParams()
+	case "vsepp":
+		return c.vseppParams()
+	case "member":
+		return c.memberParams()
 	}
 
-	var text, textOut float64
+	text, textOut := c.textParams()
+	inDim := f(im.FeatDim)
+	if im.PosEncoding == "concat-and-process" {
+		inDim += 5
+	}
+	h, e := f(im.Hidden), f(jm.EmbedSize)
+	n := linear(inDim, h) + linear(h, h) + f(im.TransformerLayers)*layer(h, f(im.FF))
+	n += text + linear(h, e) + linear(textOut, e)
+	finals := 2.0
+	if jm.SharedTransformer {
+		finals = 1
+	}
+	n += finals * f(jm.Layers) * layer(e, f(jm.FF))
+	if jm.Name == "tern" {
+		n += h // the learned I-CLS slot
+	}
+	return n
+}
+
+// textParams returns the parameter count of the text encoder of TERAN,
+// TERN and MEMBER, and the width of its word vectors.
+func (c Config) textParams() (text, textOut float64) {
+	f := func(v int) float64 { return float64(v) }
+	linear := func(in, out float64) float64 { return in*out + out }
+	layer := func(d, ff float64) float64 { return 4*d*d + 4*d + linear(d, ff) + linear(ff, d) + 4*d }
+	tm := c.TextModel
 	switch tm.Name {
 	case "bert":
 		d := f(tm.WordDim)
@@ -325,22 +402,18 @@ func (c Config) NumParams() float64 {
 		text = f(tm.VocabSize)*d + f(max(tm.Layers, 1))*layer(d, f(max(tm.FF, 1)))
 		textOut = d
 	}
-	inDim := f(im.FeatDim)
-	if im.PosEncoding == "concat-and-process" {
-		inDim += 5
+	return text, textOut
+}
+
+// EmbeddingDim returns the width of the vectors the model of c encodes:
+// model.embed-size, or twice that for MEMBER's comb space combined by
+// similarity, whose vectors are the self- and cross-embeddings side by
+// side.
+func (c Config) EmbeddingDim() int {
+	if c.Model.Name == "member" && c.Model.Space == "comb" && c.Model.Combination == "similarity" {
+		return 2 * c.Model.EmbedSize
 	}
-	h, e := f(im.Hidden), f(jm.EmbedSize)
-	n := linear(inDim, h) + linear(h, h) + f(im.TransformerLayers)*layer(h, f(im.FF))
-	n += text + linear(h, e) + linear(textOut, e)
-	finals := 2.0
-	if jm.SharedTransformer {
-		finals = 1
-	}
-	n += finals * f(jm.Layers) * layer(e, f(jm.FF))
-	if jm.Name == "tern" {
-		n += h // the learned I-CLS slot
-	}
-	return n
+	return c.Model.EmbedSize
 }
 
 // GlobalImages reports whether the image encoder reads one global feature

@@ -29,6 +29,13 @@ func TestNumParams(t *testing.T) {
 		{"seam-e", tinySEAM("seam-e")},
 		{"seam-c", tinySEAM("seam-c")},
 		{"seam-g", tinySEAM("seam-g")},
+		{"vsepp", tinyVSEPP},
+		{"member-transformer", tinyMEMBER("late")},
+		{"member-bert", func(c *Config) { tinyMEMBER("early")(c); c.TextModel = tinyConfig(nil).TextModel; c.Model.Layers = 2 }},
+		{"member-bigru", func(c *Config) {
+			tinyMEMBER("late")(c)
+			c.TextModel = TextConfig{Name: "gru", EmbedDim: 5, Hidden: 4, Bidirectional: true, Layers: 1}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

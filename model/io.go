@@ -43,12 +43,12 @@ const (
 // reads when given the directory.
 const BestCheckpoint = "best-rsum.safetensors"
 
-// Save writes m's weights, config and vocabulary to a safetensors file
-// (atomically); extra tensors (e.g. optimiser state) and metadata are stored
-// beside them.
+// Save writes m's weights, state (Stateful: MEMBER's memory banks), config
+// and vocabulary to a safetensors file (atomically); extra tensors (e.g.
+// optimiser state) and metadata are stored beside them.
 func Save(path string, m Model, extra []nn.Named, meta map[string]string) error {
 	var entries []checkpoint.Entry
-	for _, p := range append(m.Params(), extra...) {
+	for _, p := range append(append(m.Params(), state(m)...), extra...) {
 		entries = append(entries, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
 	}
 	cfg := m.Config()
@@ -139,18 +139,39 @@ func fromFile(path string, f *checkpoint.File) (Model, error) {
 	if err := LoadTensors(f, m.Params()); err != nil {
 		return nil, err
 	}
+	if sm, ok := m.(Stateful); ok {
+		err := sm.LoadState(func(name string) ([]float32, []int, bool, error) {
+			if _, ok := f.Info(name); !ok {
+				return nil, nil, false, nil
+			}
+			d, shape, err := f.Tensor(name)
+			return d, shape, true, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	return m, nil
 }
 
-// Fingerprint identifies a model's weights, config and vocabulary: the
-// SHA-256 of all three, as "sha256:HEX". Two checkpoints of the same model
+// state returns the state tensors of a Stateful model, nil for others.
+func state(m Model) []nn.Named {
+	if sm, ok := m.(Stateful); ok {
+		return sm.State()
+	}
+	return nil
+}
+
+// Fingerprint identifies a model's weights (and state: MEMBER's memory
+// banks, which change its embeddings), config and vocabulary: the SHA-256
+// of all of them, as "sha256:HEX". Two checkpoints of the same model
 // (a best-rsum and a copy with optimiser state beside it, say) have the same
 // fingerprint; an index records it to refuse vectors of another model.
 func Fingerprint(m Model) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n", m.Name(), m.Config().Marshal(), strings.Join(m.Tokenizer().Vocab().Tokens(), "\n"))
 	var buf []byte
-	for _, p := range m.Params() {
+	for _, p := range append(m.Params(), state(m)...) {
 		fmt.Fprintf(h, "%s %v\n", p.Name, p.T.Shape)
 		buf = buf[:0]
 		for _, v := range p.T.Data {

@@ -2,10 +2,14 @@
 // interface: TERAN (teran.go: fine-grained region-word alignment), TERN
 // (tern.go: global I-CLS/T-CLS embeddings) and SEAM (seam.go:
 // self-attentive caption embeddings against a global image feature, scored
-// as order embeddings), their encoders (BERT, recurrent
+// as order embeddings), MEMBER (member.go: self- and cross-embeddings,
+// the latter enhanced by memory banks of the other modality's training
+// items), the VSE++ baseline (vsepp.go: a GRU against a
+// linear map of a global image feature), their encoders (BERT, recurrent
 // and transformer text encoders), the scorings that compare encoded items
 // (score.go: the autodiff pooling for training beside the fast kernel for
-// inference) and checkpoints that carry the model's config.
+// inference), checkpoints that carry the model's config, and the import of
+// official PyTorch checkpoints (official.go).
 //
 // Data flows through it in one direction:
 //
@@ -18,6 +22,7 @@
 package model
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -34,7 +39,8 @@ import (
 // package functions EncodeImages and EncodeTexts to encode whole
 // collections into Embeddings.
 type Model interface {
-	// Name is the model's name in the registry ("teran", "tern", "seam").
+	// Name is the model's name in the registry ("teran", "tern", "seam",
+	// "vsepp", "member").
 	Name() string
 	// Config returns the config the model was built from (with the sizes
 	// of a loaded BERT filled in).
@@ -57,6 +63,12 @@ type Images struct {
 	Feat  *tensor.Tensor // (B, R, FeatDim) region features
 	Boxes *tensor.Tensor // (B, R, 5) box codes [x1, y1, x2, y2, area]; nil when unknown
 	Valid *tensor.Tensor // (B, R) 1 = real region, 0 = padding; nil: all real
+	// Items, when not nil, are the images' indices in the training split
+	// (B): a training batch sets them for models with memory banks over
+	// the training set (Memorizer: MEMBER writes the batch into its bank
+	// and keeps an item's own matches out of its responses). Inference
+	// and every other model leave them nil.
+	Items []int
 }
 
 // Texts is a batch of tokenised captions for a text encoder.
@@ -66,6 +78,9 @@ type Texts struct {
 	Align   *tensor.Tensor // (C, T) 1 = token that takes part in the alignment
 	Words   []int32        // (C, T) caption word index of each token, -1 for specials and padding
 	Lengths []int          // real tokens per caption
+	// Items, when not nil, are the captions' indices in the training split
+	// (C), as Images.Items.
+	Items []int
 }
 
 // Encoded is the output of an encoder for a padded batch: vectors in the
@@ -87,6 +102,47 @@ type Encoded struct {
 	// the batch of ||A^T A - I||_F^2). An encoder computes it only when it
 	// records on a tape; inference leaves it nil.
 	Penalty *tensor.Tensor
+	// Spaces, when not nil, are embeddings (N, E) that the matching loss
+	// trains each with its own hinge loss on their cosine, in place of
+	// Global: MEMBER's self- and cross-embeddings (its eq. 13), of which
+	// Global is the combination it retrieves with. Only an encoder that
+	// records on a tape sets them.
+	Spaces []*tensor.Tensor
+	// aux is what a model's PairLoss reads of this encoding (MEMBER: the
+	// image self- and cross-features that its decoder generates from).
+	aux any
+}
+
+// PairLosser is a model whose training loss has a term over the batch's
+// matching pairs that needs both modalities: MEMBER generates each caption
+// from its image's features. train adds PairLoss to the objective.
+type PairLosser interface {
+	// PairLoss returns a scalar for a batch of matching pairs (image i
+	// goes with caption i): img is the image encoding recorded on tp, tx
+	// the captions. It is weighted by the model's config.
+	PairLoss(tp *tensor.Tape, img *Encoded, tx Texts) *tensor.Tensor
+}
+
+// Memorizer is a model with memory banks over its training set (MEMBER).
+// train calls BuildMemory once before the first step of a new run; the
+// training steps then refresh the banks through Images.Items and
+// Texts.Items, and checkpoints carry them (Stateful).
+type Memorizer interface {
+	// BuildMemory encodes the training images and captions into the
+	// banks; captionImage[c] is the image of caption c.
+	BuildMemory(ctx context.Context, images ImageSource, captions []string, captionImage []int) error
+}
+
+// Stateful is a model with state beside its parameters that checkpoints
+// carry: tensors that are not trained and whose shapes come from the data
+// (MEMBER's memory banks). Save stores State; Load calls LoadState with the
+// checkpoint's tensors.
+type Stateful interface {
+	// State lists the state tensors with their checkpoint names.
+	State() []nn.Named
+	// LoadState restores the state from the tensors of a checkpoint:
+	// tensor returns the data and shape of a name, ok false when absent.
+	LoadState(tensor func(name string) (data []float32, shape []int, ok bool, err error)) error
 }
 
 // builder makes a model of one kind with fresh weights.
@@ -94,9 +150,11 @@ type builder func(cfg Config, tok Tokenizer, seed uint64) (Model, error)
 
 // registry holds every model by name; one file per model adds its entry.
 var registry = map[string]builder{
-	"teran": newTERAN,
-	"tern":  newTERN,
-	"seam":  newSEAM,
+	"teran":  newTERAN,
+	"tern":   newTERN,
+	"seam":   newSEAM,
+	"vsepp":  newVSEPP,
+	"member": newMEMBER,
 }
 
 // Names lists the registered models, sorted.

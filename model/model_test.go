@@ -40,11 +40,33 @@ func tinySEAM(variant string) func(*Config) {
 	}
 }
 
+// tinyVSEPP makes a config VSE++ at a small size.
+func tinyVSEPP(c *Config) {
+	c.Model = JointConfig{Name: "vsepp", EmbedSize: 7}
+	c.ImageModel = ImageConfig{Name: "global", FeatDim: 6}
+	c.TextModel = TextConfig{Name: "gru", EmbedDim: 5}
+}
+
+// tinyMEMBER makes a config MEMBER at a small size, over word embeddings
+// with a transformer layer, with the given fusion.
+func tinyMEMBER(fusion string) func(*Config) {
+	return func(c *Config) {
+		c.Model = JointConfig{Name: "member", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8, Pool: "max", Fusion: fusion,
+			Responses: 5, UsageRatio: 1, Space: "comb", Combination: "similarity", GenerationWeight: 1}
+		c.TextModel = TextConfig{Name: "transformer", EmbedDim: 6, Layers: 1, Heads: 2, FF: 8}
+	}
+}
+
 // named makes a config the registered model name at a small size (SEAM as
 // SEAM-C, its variant with the most parts).
 func named(name string) func(*Config) {
-	if name == "seam" {
+	switch name {
+	case "seam":
 		return tinySEAM("seam-c")
+	case "vsepp":
+		return tinyVSEPP
+	case "member":
+		return tinyMEMBER("late")
 	}
 	return func(c *Config) { c.Model.Name = name }
 }
@@ -115,6 +137,7 @@ func TestEncoderGradients(t *testing.T) {
 		s    Scoring
 	}{
 		{"teran-mrsw-bert", nil, MrSw},
+		{"teran-zero-region-slot", func(c *Config) { c.ImageModel.Slot0 = "zero-region" }, MrSw},
 		{"teran-symm-shared", func(c *Config) { c.Pooling = Symm; c.Model.SharedTransformer = true }, Symm},
 		{"tern-global", func(c *Config) { c.Model.Name = "tern" }, Global},
 		{"tern-mrsw", func(c *Config) { c.Model.Name = "tern" }, MrSw},
@@ -126,6 +149,19 @@ func TestEncoderGradients(t *testing.T) {
 		{"seam-c-order", tinySEAM("seam-c"), Order},
 		{"seam-g-order", tinySEAM("seam-g"), Order},
 		{"seam-c-cosine", func(c *Config) { tinySEAM("seam-c")(c); c.Model.Similarity = Global }, Global},
+		{"vsepp", tinyVSEPP, Global},
+		// MEMBER through its memory banks (built from the tiny set, so
+		// that the responses carry gradient to the self-embeddings) and
+		// its generation losses.
+		{"member-late-comb", tinyMEMBER("late"), Global},
+		{"member-early-mean-embedding", func(c *Config) {
+			tinyMEMBER("early")(c)
+			c.Model.Pool, c.Model.Combination = "mean", "embedding"
+		}, Global},
+		{"member-late-first-cross", func(c *Config) {
+			tinyMEMBER("late")(c)
+			c.Model.Pool, c.Model.Space = "first", "cross"
+		}, Global},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -136,8 +172,15 @@ func TestEncoderGradients(t *testing.T) {
 				}
 			})
 			rng := rand.New(rand.NewPCG(1, 1))
-			im := ImageBatch(newTinyImages(rng), []int{0, 1, 2})
+			imgs := newTinyImages(rng)
+			im := ImageBatch(imgs, []int{0, 1, 2})
 			tx := TextBatch(m, tinyCaptions)
+			if mem, ok := m.(Memorizer); ok {
+				if err := mem.BuildMemory(context.Background(), imgs, tinyCaptions, []int{0, 1, 2}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pair, _ := m.(PairLosser)
 			weights := tensor.RandN(rng, 3, 3)
 			var params []*tensor.Tensor
 			names := map[*tensor.Tensor]string{}
@@ -146,8 +189,13 @@ func TestEncoderGradients(t *testing.T) {
 				names[p.T] = p.Name
 			}
 			f := func(tp *tensor.Tape) *tensor.Tensor {
-				s := Similarity(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), c.s)
-				return tp.SumAll(tp.Mul(s, weights))
+				ie := m.EncodeImages(tp, im)
+				s := Similarity(tp, ie, m.EncodeTexts(tp, tx), c.s)
+				out := tp.SumAll(tp.Mul(s, weights))
+				if pair != nil {
+					out = tp.Add(out, tp.Reshape(pair.PairLoss(tp, ie, tx)))
+				}
+				return out
 			}
 			tp := tensor.NewTape()
 			tp.Backward(f(tp))
@@ -168,7 +216,7 @@ func TestEncoderGradients(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	if got := Names(); !slices.Equal(got, []string{"seam", "teran", "tern"}) {
+	if got := Names(); !slices.Equal(got, []string{"member", "seam", "teran", "tern", "vsepp"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 	for _, name := range Names() {
@@ -177,10 +225,10 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("New built %q for %q", m.Name(), name)
 		}
 	}
-	cfg := tinyConfig(func(c *Config) { c.Model.Name = "vsepp" })
+	cfg := tinyConfig(func(c *Config) { c.Model.Name = "clip" })
 	_, err := New(cfg, testTokenizer(t, cfg), 1)
-	if err == nil || !strings.Contains(err.Error(), "seam, teran, tern") {
-		t.Fatalf("unknown model: error %v, want one listing seam, teran, tern", err)
+	if err == nil || !strings.Contains(err.Error(), "member, seam, teran, tern, vsepp") {
+		t.Fatalf("unknown model: error %v, want one listing member, seam, teran, tern, vsepp", err)
 	}
 }
 
@@ -207,7 +255,7 @@ func TestScorings(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
-		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of seam, teran, tern"},
+		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of member, seam, teran, tern"},
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-x\nimage-model:\n  name: global\n", "text-model.name: \"seam-x\" is not one of seam-e, seam-c, seam-g"},
 		{"model:\n  name: seam\n  similarity: MrSw\ntext-model:\n  name: seam-e\nimage-model:\n  name: global\n", "model.similarity: \"MrSw\" is not one of order, global"},
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n", "image-model.name: \"bottomup\" is not one of global"},
@@ -235,6 +283,11 @@ func TestSaveLoad(t *testing.T) {
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
 			m := tinyModel(t, named(name))
+			if mem, ok := m.(Memorizer); ok { // the banks travel with the checkpoint
+				if err := mem.BuildMemory(context.Background(), imgs, tinyCaptions, []int{0, 1, 2}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			dir := t.TempDir()
 			path := filepath.Join(dir, BestCheckpoint)
 			if err := Save(path, m, nil, map[string]string{"note": "kept"}); err != nil {

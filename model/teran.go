@@ -119,11 +119,18 @@ func (m *TERAN) params(imgCLS *tensor.Tensor) []nn.Named {
 // bertPrefix names BERT's parameters in the official state_dict.
 const bertPrefix = "img_txt_enc.txt_enc.bert_model"
 
-// EncodeImages runs the visual pipeline with an all-zero slot 0; the
-// global vector is the normalised mean of the region vectors.
+// EncodeImages runs the visual pipeline with slot 0 as the config says
+// (ImageConfig.Slot0: zeros, or the box MLP's output for a zero region);
+// the global vector is the normalised mean of the region vectors.
 func (m *TERAN) EncodeImages(tp *tensor.Tape, im Images) *Encoded {
-	b := im.Feat.Shape[0]
-	x, mask, pos := m.visual(tp, im, tensor.New(b, 1, m.cfg.ImageModel.Hidden))
+	b, h := im.Feat.Shape[0], m.cfg.ImageModel.Hidden
+	slot0 := tensor.New(b, 1, h) // (B, 1, H)
+	if m.cfg.ImageModel.Slot0 == "zero-region" {
+		// A zero feature with a zero box code: map.0 gives its bias alone.
+		z := m.PosMap2.Forward(tp, tp.ReLU(tp.Reshape(m.PosMap1.B, 1, 1, h))) // (1, 1, H)
+		slot0 = tp.Add(slot0, z)                                              // (B, 1, H)
+	}
+	x, mask, pos := m.visual(tp, im, slot0)
 	return meanGlobal(tp, x, mask, pos)
 }
 

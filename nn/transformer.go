@@ -181,3 +181,86 @@ func (dec *TransformerDecoder) Params() []Named {
 	}
 	return ps
 }
+
+// TransformerCrossLayer is a transformer encoder layer whose attention
+// takes its keys and values from a memory rather than from its input (a
+// "cross-transformer encoder layer", Q != V): the post-norm layer of
+// TransformerEncoderLayer with the self-attention replaced by attention to
+// memory.
+//
+//	x = norm1(x + dropout1(attn(x, mem, mem, memory padding)))
+//	x = norm2(x + dropout2(linear2(dropout(act(linear1(x))))))
+type TransformerCrossLayer struct {
+	CrossAttn        *MultiheadAttention
+	Linear1, Linear2 *Linear    // D -> FF -> D
+	Norm1, Norm2     *LayerNorm // eps 1e-5
+	Dropout          float32
+	Act              Activation
+}
+
+// NewTransformerCrossLayer returns a cross layer of width d, initialised as
+// an encoder layer.
+func NewTransformerCrossLayer(rng *rand.Rand, d, heads, ff int, dropout float32, act Activation) *TransformerCrossLayer {
+	return &TransformerCrossLayer{
+		CrossAttn: NewMultiheadAttention(rng, d, heads, dropout),
+		Linear1:   NewLinear(rng, d, ff, true),
+		Linear2:   NewLinear(rng, ff, d, true),
+		Norm1:     NewLayerNorm(d, 1e-5),
+		Norm2:     NewLayerNorm(d, 1e-5),
+		Dropout:   dropout,
+		Act:       act,
+	}
+}
+
+// Forward maps x (B, Tq, D) attending to memory (B, Tm, D) to (B, Tq, D);
+// memValid (B, Tm) marks real memory entries with 1 and padding with 0, or
+// is nil.
+func (l *TransformerCrossLayer) Forward(tp *tensor.Tape, x, memory, memValid *tensor.Tensor) *tensor.Tensor {
+	ca := l.CrossAttn.Forward(tp, x, memory, memory, memValid, false) // (B, Tq, D)
+	x = l.Norm1.Forward(tp, tp.AddDropout(x, ca, l.Dropout))          // (B, Tq, D)
+	return l.Norm2.Forward(tp, tp.AddDropout(x, feedForward(tp, x, l.Linear1, l.Linear2, l.Act, l.Dropout), l.Dropout))
+}
+
+// Params returns "cross_attn.*", "linear1.*", "linear2.*", "norm1.*" and
+// "norm2.*".
+func (l *TransformerCrossLayer) Params() []Named {
+	var ps []Named
+	ps = append(ps, Prefix("cross_attn", l.CrossAttn.Params())...)
+	ps = append(ps, Prefix("linear1", l.Linear1.Params())...)
+	ps = append(ps, Prefix("linear2", l.Linear2.Params())...)
+	ps = append(ps, Prefix("norm1", l.Norm1.Params())...)
+	return append(ps, Prefix("norm2", l.Norm2.Params())...)
+}
+
+// TransformerCrossEncoder is a stack of cross layers: each layer's output
+// is the next one's queries, and every layer attends to the same memory.
+type TransformerCrossEncoder struct {
+	Layers []*TransformerCrossLayer
+}
+
+// NewTransformerCrossEncoder returns n cross layers, each with its own
+// initial weights.
+func NewTransformerCrossEncoder(rng *rand.Rand, n, d, heads, ff int, dropout float32, act Activation) *TransformerCrossEncoder {
+	e := &TransformerCrossEncoder{}
+	for i := 0; i < n; i++ {
+		e.Layers = append(e.Layers, NewTransformerCrossLayer(rng, d, heads, ff, dropout, act))
+	}
+	return e
+}
+
+// Forward runs x (B, Tq, D) through every layer against memory (B, Tm, D).
+func (e *TransformerCrossEncoder) Forward(tp *tensor.Tape, x, memory, memValid *tensor.Tensor) *tensor.Tensor {
+	for _, l := range e.Layers {
+		x = l.Forward(tp, x, memory, memValid)
+	}
+	return x
+}
+
+// Params returns "layers.0.cross_attn.in_proj_weight" and so on.
+func (e *TransformerCrossEncoder) Params() []Named {
+	var ps []Named
+	for i, l := range e.Layers {
+		ps = append(ps, Prefix(fmt.Sprintf("layers.%d", i), l.Params())...)
+	}
+	return ps
+}

@@ -87,11 +87,21 @@ type TrainingConfig struct {
 	Margin        float32       `yaml:"margin"`
 	BatchSize     int           `yaml:"bs"`
 	Epochs        int           `yaml:"epochs"`
-	// Scheduler "steplr" multiplies the lr by Gamma every StepSize epochs;
-	// "none" (or empty) keeps it constant.
+	// Scheduler "steplr" multiplies the lr by Gamma every StepSize epochs
+	// (or iterations, see StepUnit); "none" (or empty) keeps it constant.
 	Scheduler string  `yaml:"scheduler"`
 	Gamma     float64 `yaml:"gamma"`
 	StepSize  int     `yaml:"step-size"`
+	// StepUnit is what StepSize counts: "epochs" (empty: the official
+	// configs' unit) or "iterations". An epoch of a small data set is a
+	// handful of iterations, so a decay every few epochs takes the lr to
+	// nothing within the first minute there; iterations decay at the same
+	// point of the optimisation whatever the size of the data.
+	StepUnit string `yaml:"step-unit,omitempty"`
+	// Patience stops the run early after this many validations in a row
+	// without a better validation rsum (0: never); the best checkpoint
+	// (best-rsum.safetensors) is kept.
+	Patience int `yaml:"patience,omitempty"`
 	// WarmupPeriod is the number of linear warm-up iterations (0: none).
 	WarmupPeriod int `yaml:"warmup-period"`
 	// ValStep validates every ValStep iterations (and after every epoch).
@@ -207,8 +217,8 @@ func (c Config) Validate() error {
 	} else if c.Model.Name == "teran" && t.LossType != LossAlignment {
 		bad("training.loss-type", "teran trains with the alignment loss, not %q", t.LossType)
 	}
-	if c.Model.Name == "seam" && t.LossType != LossMatching {
-		bad("training.loss-type", "seam trains with the matching loss on its similarity, not %q", t.LossType)
+	if (c.Model.Name == "seam" || c.Model.Name == "vsepp" || c.Model.Name == "member") && t.LossType != LossMatching {
+		bad("training.loss-type", "%s trains with the matching loss on its similarity, not %q", c.Model.Name, t.LossType)
 	}
 	if !slices.Contains(schedulers, t.Scheduler) {
 		bad("training.scheduler", "%q is not one of %s", t.Scheduler, strings.Join(schedulers[1:], ", "))
@@ -223,9 +233,13 @@ func (c Config) Validate() error {
 	between("training.warmup-period", t.WarmupPeriod, 0, math.MaxInt32)
 	between("training.max-violation-after", t.MaxViolationAfter, 0, math.MaxInt32)
 	if t.Scheduler == "steplr" {
-		between("training.step-size", t.StepSize, 0, 1_000_000)
+		between("training.step-size", t.StepSize, 0, math.MaxInt32)
 		real("training.gamma", t.Gamma, 0, 1, true)
 	}
+	if !slices.Contains(stepUnits, t.StepUnit) {
+		bad("training.step-unit", "%q is not one of %s", t.StepUnit, strings.Join(stepUnits[1:], ", "))
+	}
+	between("training.patience", t.Patience, 0, math.MaxInt32)
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
 	}
@@ -237,6 +251,9 @@ const MaxBatchSize = 1 << 16
 
 // schedulers lists the valid training.scheduler values; "" means none.
 var schedulers = []string{"", "none", "steplr"}
+
+// stepUnits lists the valid training.step-unit values; "" means epochs.
+var stepUnits = []string{"", "epochs", "iterations"}
 
 // validName reports whether s is a short label: letters, digits, '.', '_'
 // and '-'.

@@ -50,7 +50,12 @@ func TestBuiltinConfigs(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
-		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of seam, teran, tern"},
+		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of member, seam, teran, tern, vsepp"},
+		{"model:\n  name: member\n  pool: max\n  fusion: late\n  responses: 5\n  usage-ratio: 1\n  space: comb\n  combination: similarity\n", "training.loss-type: member trains with the matching loss"},
+		{"training:\n  step-unit: weeks\n", "training.step-unit: \"weeks\" is not one of epochs, iterations"},
+		{"training:\n  patience: -1\n", "training.patience: -1 is out of range [0,"},
+		{"model:\n  name: vsepp\n  embed-size: 64\ntext-model:\n  name: gru\n  hidden: 32\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.hidden: vsepp's GRU state is the caption embedding: 32 must equal model.embed-size 64"},
+		{"model:\n  name: vsepp\ntext-model:\n  name: bert\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.name: \"bert\" is not one of gru"},
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n  hops: 2\n  attention-units: 8\nimage-model:\n  name: global\n", "seam trains with the matching loss"},
 		{"training:\n  alignment-mode: MaxMax\n", "unknown scoring \"MaxMax\" (want global, order, MrSw, MwSr, Symm, MrAvgw)"},
 		{"training:\n  alignment-mode: global\n", "training.alignment-mode: \"global\" is not an alignment pooling"},

@@ -57,25 +57,30 @@ func UncertaintyWeighted(tp *tensor.Tape, logVars *tensor.Tensor, losses ...*ten
 // objective is the training loss that a config asks for, with its own
 // parameters (TERN w. Align's log-variances), which are trained and saved
 // beside the model's. The encoders' penalties (Encoded.Penalty: SEAM's
-// attention penalty) are added to it.
+// attention penalty) and the model's loss over the matching pairs
+// (model.PairLosser: MEMBER's caption generation) are added to it. An
+// encoding with several embedding spaces (Encoded.Spaces: MEMBER's self
+// and cross) trains each with the matching hinge, on their cosine.
 type objective struct {
 	loss         LossType
 	pooling      model.Scoring // the alignment loss's pooling
 	scoring      model.Scoring // the model's own scoring: the matching loss's
 	margin       float32
 	maxViolation bool
-	warmup       int            // sum over negatives before this iteration
-	logVars      *tensor.Tensor // (2): matching, alignment; nil unless matching+alignment
+	warmup       int              // sum over negatives before this iteration
+	logVars      *tensor.Tensor   // (2): matching, alignment; nil unless matching+alignment
+	pair         model.PairLosser // the model's loss over matching pairs (MEMBER's generation); nil for most
 }
 
 // logVarsName is the checkpoint name of the uncertainty weights (as in
 // checkpoints of the first format, where the model held them).
 const logVarsName = "loss.log_vars"
 
-// newObjective returns the objective of t for a model that scores with
-// scoring (Model.Scoring).
-func newObjective(t TrainingConfig, scoring model.Scoring) *objective {
-	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, scoring: scoring, margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter}
+// newObjective returns the objective of t for model m: the matching loss
+// uses its scoring (Model.Scoring), and a model.PairLosser's term is added.
+func newObjective(t TrainingConfig, m model.Model) *objective {
+	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, scoring: m.Scoring(), margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter}
+	o.pair, _ = m.(model.PairLosser)
 	if o.loss == LossMatchingAlignment {
 		o.logVars = tensor.New(2).SetRequiresGrad(true)
 	}
@@ -91,21 +96,38 @@ func (o *objective) Params() []nn.Named {
 }
 
 // Loss is the objective for a batch of B matching (image, caption) pairs:
-// image i matches caption i. iter is the training iteration (for the
-// max-violation warm-up).
-func (o *objective) Loss(tp *tensor.Tape, img, txt *model.Encoded, iter int) *tensor.Tensor {
+// image i matches caption i, tx are the captions (for a PairLosser's term).
+// iter is the training iteration (for the max-violation warm-up).
+func (o *objective) Loss(tp *tensor.Tape, img, txt *model.Encoded, tx model.Texts, iter int) *tensor.Tensor {
 	mv := o.maxViolation && iter >= o.warmup
 	hinge := func(s model.Scoring) *tensor.Tensor {
 		return ContrastiveLoss(tp, model.Similarity(tp, img, txt, s), o.margin, mv)
 	}
 	var loss *tensor.Tensor
-	switch o.loss {
-	case LossMatching:
+	switch {
+	case o.loss == LossMatching && img.Spaces != nil:
+		if len(img.Spaces) != len(txt.Spaces) {
+			panic(&tensor.ShapeError{Op: "objective", Msg: fmt.Sprintf("%d image spaces, %d caption spaces", len(img.Spaces), len(txt.Spaces))})
+		}
+		for k, is := range img.Spaces {
+			l := ContrastiveLoss(tp, tp.MatMul(is, txt.Spaces[k], false, true), o.margin, mv)
+			if loss == nil {
+				loss = l
+			} else {
+				loss = tp.Add(loss, l)
+			}
+		}
+	case o.loss == LossMatching:
 		loss = hinge(o.scoring)
-	case LossMatchingAlignment:
+	case o.loss == LossMatchingAlignment:
 		loss = UncertaintyWeighted(tp, o.logVars, hinge(o.scoring), hinge(o.pooling))
 	default:
 		loss = hinge(o.pooling)
+	}
+	if o.pair != nil {
+		if p := o.pair.PairLoss(tp, img, tx); p != nil {
+			loss = tp.Add(loss, tp.Reshape(p))
+		}
 	}
 	for _, p := range []*tensor.Tensor{img.Penalty, txt.Penalty} {
 		if p != nil {

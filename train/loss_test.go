@@ -80,6 +80,14 @@ func TestModelGradients(t *testing.T) {
 		{"teran-transformer", func(c *Config) { c.TextModel.Name = "transformer" }},
 		{"seam-c-order-penalty", func(c *Config) { *c = seamGradConfig(t, "seam-c-penalty-small.yaml") }},
 		{"seam-g-cosine", func(c *Config) { *c = seamGradConfig(t, "seam-g-small.yaml"); c.Model.Similarity = model.Global }},
+		// MEMBER: the hinge on its self and cross spaces (Encoded.Spaces)
+		// and the generation losses (PairLoss); its banks are empty here
+		// (model.TestEncoderGradients goes through built ones).
+		{"member", func(c *Config) {
+			c.Model = model.JointConfig{Name: "member", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8, Pool: "max", Fusion: "late",
+				Responses: 5, UsageRatio: 1, Space: "comb", Combination: "similarity", GenerationWeight: 0.5}
+			c.Training.LossType = LossMatching
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -108,14 +116,14 @@ func TestModelGradients(t *testing.T) {
 				im.Boxes.Data[i] = rng.Float32()
 			}
 			tx := model.TextBatch(m, []string{"a red circle", "blue square left of a red circle", "a square"})
-			obj := newObjective(cfg.Training, m.Scoring())
+			obj := newObjective(cfg.Training, m)
 			if obj.logVars != nil {
 				copy(obj.logVars.Data, []float32{0.3, -0.2})
 			}
 			named := append(m.Params(), obj.Params()...)
 			params := nn.Tensors(named)
 			f := func(tp *tensor.Tape) *tensor.Tensor {
-				return obj.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), 0)
+				return obj.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), tx, 0)
 			}
 			tp := tensor.NewTape()
 			tp.Backward(f(tp))
@@ -184,7 +192,7 @@ func TestAttentionPenaltyInLoss(t *testing.T) {
 		txt := m.EncodeTexts(tp, model.TextBatch(m, captions))
 		l := txt.Penalty
 		if !penaltyOnly {
-			l = newObjective(cfg.Training, m.Scoring()).Loss(tp, m.EncodeImages(tp, im), txt, 0)
+			l = newObjective(cfg.Training, m).Loss(tp, m.EncodeImages(tp, im), txt, model.Texts{}, 0)
 		}
 		tp.Backward(l)
 		return l.Item(), w1.Grad

@@ -26,6 +26,10 @@ type MemoryEstimate struct {
 	// runtime, the text tables, the validation set and its relevance
 	// matrices).
 	Weights, Optimizer, Activations, Headroom, Base float64
+	// Banks is MEMBER's memory banks in bytes (SetBanks; 0 for the other
+	// models): per stored image and caption its self-embedding and
+	// self-features.
+	Banks float64
 	// BatchSize, Regions and Tokens are the batch's shape the activations
 	// are estimated for.
 	BatchSize, Regions, Tokens int
@@ -33,14 +37,33 @@ type MemoryEstimate struct {
 
 // Total returns the estimate in bytes.
 func (e MemoryEstimate) Total() float64 {
-	return e.Weights + e.Optimizer + e.Activations + e.Headroom + e.Base
+	return e.Weights + e.Optimizer + e.Activations + e.Headroom + e.Base + e.Banks
+}
+
+// SetBanks adds MEMBER's memory banks for a training set of images images
+// of regions region slots and captions captions (nothing for the other
+// models): usage-ratio of them, each a key of embed-size floats and a value
+// of embed-size + 1 floats per region or caption token.
+func (e *MemoryEstimate) SetBanks(c Config, images, regions, captions int) {
+	if c.Model.Name != "member" {
+		return
+	}
+	f := func(v int) float64 { return float64(v) }
+	d, ratio := f(c.Model.EmbedSize), float64(c.Model.UsageRatio)
+	perImage := d + f(max(regions, 1))*(d+1)
+	perCaption := d + f(max(c.Dataset.MaxCaptionTokens, 2))*(d+1)
+	e.Banks = 4 * ratio * (f(images)*perImage + f(captions)*perCaption)
 }
 
 // String words the estimate and its parts.
 func (e MemoryEstimate) String() string {
-	return fmt.Sprintf("about %s (%.3g parameters: weights %s, gradients and Adam moments %s; activations of a batch of %d with %d regions and %d tokens %s; garbage collector's headroom %s; runtime and validation %s)",
+	banks := ""
+	if e.Banks > 0 {
+		banks = "; memory banks " + bytesString(e.Banks)
+	}
+	return fmt.Sprintf("about %s (%.3g parameters: weights %s, gradients and Adam moments %s; activations of a batch of %d with %d regions and %d tokens %s; garbage collector's headroom %s; runtime and validation %s%s)",
 		bytesString(e.Total()), e.Params, bytesString(e.Weights), bytesString(e.Optimizer), e.BatchSize, e.Regions, e.Tokens,
-		bytesString(e.Activations), bytesString(e.Headroom), bytesString(e.Base))
+		bytesString(e.Activations), bytesString(e.Headroom), bytesString(e.Base), banks)
 }
 
 // EstimateMemory estimates the memory of training c on images of regions
@@ -66,10 +89,24 @@ func EstimateMemory(c Config, regions int) MemoryEstimate {
 	layer := func(n, l, d, ff, heads float64) float64 { return n * l * (14*d + 3*ff + 3*heads*l) }
 	im, tm, jm := mc.ImageModel, mc.TextModel, mc.Model
 	h, e := f(im.Hidden), f(jm.EmbedSize)
-	// The visual pipeline: box code and features in, the two-layer map,
-	// the transformer layers over regions plus a CLS slot, the projection.
-	acts := b * r * (f(im.FeatDim) + 5 + 3*h)
-	acts += f(im.TransformerLayers) * layer(b, r+1, h, f(im.FF), f(im.Heads))
+	var acts float64
+	if jm.Name == "member" {
+		// MEMBER: the region projection (below: the text encoder, and the
+		// projections and E^s over both modalities as the final layers);
+		// here E^c once per memory response
+		// (late fusion; early fusion needs less) and the decoder twice
+		// (self- and cross-features), with its logits over the vocabulary.
+		n, lyr := f(jm.Responses), f(jm.Layers)
+		acts = b * r * (f(im.FeatDim) + e)
+		acts += n * lyr * (layer(b, r, e, f(jm.FF), f(jm.Heads)) + layer(b, t, e, f(jm.FF), f(jm.Heads)))
+		acts += 2 * lyr * 2 * layer(b, t, e, f(jm.FF), f(jm.Heads))
+		acts += 2 * 3 * b * t * f(tm.VocabSize)
+	} else {
+		// The visual pipeline: box code and features in, the two-layer map,
+		// the transformer layers over regions plus a CLS slot, the projection.
+		acts = b * r * (f(im.FeatDim) + 5 + 3*h)
+		acts += f(im.TransformerLayers) * layer(b, r+1, h, f(im.FF), f(im.Heads))
+	}
 	// The textual pipeline.
 	switch tm.Name {
 	case "bert":

@@ -33,7 +33,7 @@ type Stepper struct {
 // NewStepper prepares training m with tc; itersPerEpoch converts the
 // schedule's epochs into iterations.
 func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, error) {
-	s := &Stepper{m: m, obj: newObjective(tc, m.Scoring()), tp: tensor.NewTape(), tc: tc}
+	s := &Stepper{m: m, obj: newObjective(tc, m), tp: tensor.NewTape(), tc: tc}
 	var bert, rest []optim.NamedParam
 	for _, p := range append(m.Params(), s.obj.Params()...) {
 		if !p.T.RequiresGrad() {
@@ -57,7 +57,12 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 	}
 	var sched optim.Product
 	if tc.Scheduler == "steplr" && tc.StepSize > 0 {
-		sched = append(sched, optim.Epochs{Iters: itersPerEpoch, Schedule: optim.StepDecay{Every: tc.StepSize, Gamma: tc.Gamma}})
+		decay := optim.StepDecay{Every: tc.StepSize, Gamma: tc.Gamma}
+		if tc.StepUnit == "iterations" {
+			sched = append(sched, decay)
+		} else {
+			sched = append(sched, optim.Epochs{Iters: itersPerEpoch, Schedule: decay})
+		}
 	}
 	if tc.WarmupPeriod > 0 {
 		sched = append(sched, optim.Warmup{Iters: tc.WarmupPeriod})
@@ -79,7 +84,7 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 	s.tp.Seed(s.tc.Seed, uint64(iter))
 	err = tensor.Try(func() {
-		l := s.obj.Loss(s.tp, s.m.EncodeImages(s.tp, b.Images), s.m.EncodeTexts(s.tp, b.Texts), iter)
+		l := s.obj.Loss(s.tp, s.m.EncodeImages(s.tp, b.Images), s.m.EncodeTexts(s.tp, b.Texts), b.Texts, iter)
 		s.tp.Backward(l)
 		loss = float64(l.Item())
 	})

@@ -115,7 +115,8 @@ type Result struct {
 	BestRSum float64
 	BestNDCG float64
 	Last     Record
-	// Stopped says why the run ended: "epochs", "iterations", "time budget".
+	// Stopped says why the run ended: "epochs", "iterations", "time
+	// budget" or "early stop (...)".
 	Stopped string
 }
 
@@ -137,6 +138,11 @@ type Record struct {
 	AlignAcc  float64            `json:"align_acc,omitempty"`
 	AlignN    int                `json:"align_words,omitempty"`
 	ExamplesS float64            `json:"examples_per_s"`
+	// ImgCos and TxtCos are the mean cosines between the global vectors of
+	// different validation images and of different captions: near 1 when
+	// the model has collapsed (collapse.go).
+	ImgCos float64 `json:"img_cos"`
+	TxtCos float64 `json:"txt_cos"`
 }
 
 // state is what resume needs beyond weights and optimiser moments.
@@ -224,6 +230,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		regions, _ := trainSplit.Images.Dims()
 		est := EstimateMemory(sized, regions)
+		est.SetBanks(sized, trainSplit.NumImages(), regions, trainSplit.NumCaptions())
 		slog.Info("memory estimate", "estimate", est.String())
 		if err := checkMemory(est); err != nil {
 			return nil, err
@@ -232,6 +239,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
+		if mem, ok := m.(model.Memorizer); ok {
+			// A resumed run has its banks from the checkpoint.
+			captionImage := make([]int, trainSplit.NumCaptions())
+			for c := range captionImage {
+				captionImage[c] = trainSplit.ImageOf(c)
+			}
+			slog.Info("building the memory banks from the training set", "images", trainSplit.NumImages(), "captions", len(captionImage))
+			if err := mem.BuildMemory(ctx, trainSplit.Images, trainSplit.Captions, captionImage); err != nil {
+				return nil, err
+			}
+		}
 		st.BestRSum, st.BestNDCG = -1, -1
 		if o.Overwrite {
 			if err := clearRunDir(o.Out); err != nil {
@@ -311,6 +329,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		slog.Info("validation", "iter", rec.Iter, "epoch", rec.Epoch, "loss", fmt.Sprintf("%.4f", rec.Loss),
 			"r1_i2t", fmt.Sprintf("%.1f", rec.R1I2T), "r1_t2i", fmt.Sprintf("%.1f", rec.R1T2I), "rsum", fmt.Sprintf("%.1f", rec.RSum),
 			"ndcg", fmt.Sprintf("%.4f", val.ndcgScore(rec)), "align_acc", fmt.Sprintf("%.3f", rec.AlignAcc))
+		if msg := collapseCheck(st.History, val.chance, stuckLoss(cfg, rec.Iter, bs, st.History), tc.WarmupPeriod); msg != "" {
+			slog.Warn("collapse: "+msg, "iter", rec.Iter)
+		}
 		if rec.RSum > st.BestRSum {
 			st.BestRSum = rec.RSum
 			if err := save(filepath.Join(o.Out, "best-rsum.safetensors"), false); err != nil {
@@ -360,8 +381,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	stopped := "epochs"
+	if n := sinceBest(st.History); tc.Patience > 0 && n >= tc.Patience {
+		// A resumed run that had stopped early stays stopped.
+		stopped = fmt.Sprintf("early stop (no better validation rsum in %d validations)", n)
+	}
 	lastSave := time.Now()
-	for st.Iter < totalIters {
+	for st.Iter < totalIters && !strings.HasPrefix(stopped, "early stop") {
 		if ctx.Err() != nil {
 			return interrupted()
 		}
@@ -400,12 +425,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				return interrupted()
 			}
 			lastSave = time.Now()
+			if n := sinceBest(st.History); tc.Patience > 0 && n >= tc.Patience {
+				stopped = fmt.Sprintf("early stop (no better validation rsum in %d validations)", n)
+				slog.Info("early stop: the validation rsum has not improved", "validations", n, "best_rsum", st.BestRSum)
+			}
 		case (o.CheckpointEvery > 0 && st.Iter%o.CheckpointEvery == 0) ||
 			(o.CheckpointInterval > 0 && time.Since(lastSave) >= o.CheckpointInterval):
 			if err := save(lastPath, true); err != nil {
 				return nil, err
 			}
 			lastSave = time.Now()
+		}
+		if strings.HasPrefix(stopped, "early stop") {
+			break
 		}
 	}
 	bar.Finish()
@@ -428,7 +460,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 }
 
 // batchOf gathers the captions caps of s and their images into a batch of
-// matching pairs.
+// matching pairs, with their indices in s.
 func batchOf(m model.Model, s *data.Split, caps []int) Batch {
 	imgIdx := make([]int, len(caps))
 	texts := make([]string, len(caps))
@@ -436,7 +468,11 @@ func batchOf(m model.Model, s *data.Split, caps []int) Batch {
 		imgIdx[k] = s.ImageOf(c)
 		texts[k] = s.Captions[c]
 	}
-	return Batch{Images: model.ImageBatch(s.Images, imgIdx), Texts: model.TextBatch(m, texts)}
+	b := Batch{Images: model.ImageBatch(s.Images, imgIdx), Texts: model.TextBatch(m, texts)}
+	// The training indices: a model with memory banks (MEMBER) refreshes
+	// its slots and keeps an item's own matches out of its responses.
+	b.Images.Items, b.Texts.Items = imgIdx, caps
+	return b
 }
 
 // epochOrder is the shuffled caption order of an epoch, a function of the
@@ -476,3 +512,18 @@ const (
 	metaConfig = "train_config"
 	metaState  = "train_state"
 )
+
+// sinceBest returns the number of validations in history after the first
+// one with the best rsum: the validations that did not improve on it.
+func sinceBest(history []Record) int {
+	best := 0
+	for i, r := range history {
+		if r.RSum > history[best].RSum {
+			best = i
+		}
+	}
+	if len(history) == 0 {
+		return 0
+	}
+	return len(history) - 1 - best
+}

@@ -17,7 +17,8 @@ type validator struct {
 	split     *data.Split
 	rel       []eval.Relevance
 	grounding []data.Grounding
-	ndcgKey   string // relevance whose NDCG picks the best checkpoint
+	ndcgKey   string  // relevance whose NDCG picks the best checkpoint
+	chance    float64 // rsum of a random ranking (chanceRSum)
 }
 
 func newValidator(ctx context.Context, m model.Model, dev *data.Split, grounding []data.Grounding, maxImages int) (*validator, error) {
@@ -35,7 +36,8 @@ func newValidator(ctx context.Context, m model.Model, dev *data.Split, grounding
 	if len(grounding) > s.NumCaptions() {
 		grounding = grounding[:s.NumCaptions()]
 	}
-	v := &validator{m: m, split: s, rel: rel, grounding: grounding, ndcgKey: rel[len(rel)-1].Name}
+	v := &validator{m: m, split: s, rel: rel, grounding: grounding, ndcgKey: rel[len(rel)-1].Name,
+		chance: chanceRSum(s.NumImages(), s.CapsPerImage)}
 	slog.Info("validation set", "images", s.NumImages(), "captions", s.NumCaptions(), "relevance", v.ndcgKey, "grounded_captions", len(grounding))
 	return v, nil
 }
@@ -49,7 +51,10 @@ func (v *validator) run(ctx context.Context) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	return recordOf(res.Report), nil
+	r := recordOf(res.Report)
+	r.ImgCos = meanCosine(res.Images.Global, res.Images.Dim)
+	r.TxtCos = meanCosine(res.Texts.Global, res.Texts.Dim)
+	return r, nil
 }
 
 // ndcgScore is the quantity the best-NDCG checkpoint maximises: the sum of

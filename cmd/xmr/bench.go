@@ -9,6 +9,7 @@ import (
 
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/bench/gemm"
+	"github.com/xmr-project/xmr/bench/learn"
 	"github.com/xmr-project/xmr/bench/rouge"
 	"github.com/xmr-project/xmr/bench/seamtext"
 	benchsearch "github.com/xmr-project/xmr/bench/search"
@@ -24,6 +25,7 @@ import (
 // list` shows them.
 var benchmarks = []bench.Benchmark{
 	gemm.Benchmark,
+	learn.Benchmark,
 	rouge.Benchmark,
 	benchsearch.Benchmark,
 	seamtext.Benchmark,
@@ -47,12 +49,13 @@ var benchFlagValues benchFlags
 func init() {
 	register(&command{
 		name:    "bench",
-		summary: "run a speed benchmark and print a table or JSON lines",
+		summary: "run a benchmark (speed, or learning on a data set) and print a table or JSON lines",
 		usage:   "[flags] NAME [args]   (NAME \"list\" shows the benchmarks)",
 		examples: `  xmr bench list
   xmr bench gemm
   xmr bench transformer --json
   xmr bench seam-text 25 100 500
+  xmr bench learn data=../shared/data/flickr8k-mini budget=4m   # every model vs VSE++ in PyTorch
   xmr bench transformer --python /usr/bin/python3
   xmr bench gemm --no-peer`,
 		setFlags: func(fs *flag.FlagSet) {

@@ -19,6 +19,7 @@ var evalFlags struct {
 	data        dataFlags
 	split       string
 	pooling     string
+	space       string
 	saveSims    string
 	noNDCG      bool
 	out         string
@@ -45,6 +46,7 @@ func init() {
   xmr eval --checkpoint runs/teran/best-rsum.safetensors --data world --split testall --protocol 1k
   xmr eval --checkpoint runs/a/best-rsum.safetensors --checkpoint runs/b/best-rsum.safetensors --data world   # ensemble
   xmr eval --checkpoint runs/tern/best-rsum.safetensors --data world --pooling MrSw   # "TERN MrSw Test"
+  xmr eval --checkpoint runs/member --data world --space cross   # MEMBER (Cross): its cross-embeddings only
   xmr eval --sims sims_5k.npy --protocol 5k
   xmr eval --sims sims_5k.npy --protocol 1k --relevance coco-test-rougeL.npy --relevance-spice coco-test-spice.npy
   xmr eval --sims sims_f30k.npy --protocol all --relevance f30k-rouge.bin --json | jq .rsum`,
@@ -55,6 +57,7 @@ func init() {
 			evalFlags.data.addTo(fs)
 			fs.StringVar(&evalFlags.split, "split", "test", "split of --data to evaluate")
 			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the models' scoring: global (cosine of the global vectors), order (SEAM's order similarity), MrSw, MwSr, Symm or MrAvgw")
+			fs.StringVar(&evalFlags.space, "space", "", "MEMBER's retrieval space: self, cross, comb (the configured combination), comb-similarity or comb-embedding; default: the checkpoint's model.space")
 			fs.StringVar(&evalFlags.saveSims, "save-sims", "", "write the (ensemble) similarity matrix to `SIMS.npy`")
 			fs.StringVar(&evalFlags.out, "out", "", "also write every metric as JSON to `FILE.json`")
 			fs.BoolVar(&evalFlags.noNDCG, "no-ndcg", false, "with --checkpoint, do not compute ROUGE-L/SPICE relevance for NDCG when no relevance file is given")
@@ -84,8 +87,8 @@ func runEval(ctx context.Context, args []string) error {
 	case evalFlags.sims != "" && len(evalFlags.checkpoints) > 0:
 		return usageErrorf("give --sims or --checkpoint, not both")
 	case evalFlags.sims != "":
-		if evalFlags.saveSims != "" || evalFlags.pooling != "" {
-			return usageErrorf("--save-sims and --pooling go with --checkpoint")
+		if evalFlags.saveSims != "" || evalFlags.pooling != "" || evalFlags.space != "" {
+			return usageErrorf("--save-sims, --pooling and --space go with --checkpoint")
 		}
 		sims, err := eval.ReadNPY(evalFlags.sims)
 		if err != nil {
@@ -132,6 +135,11 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 			return err
 		}
 		cf.Close()
+		if f.space != "" {
+			if m, err = inSpace(m, path, f.space); err != nil {
+				return err
+			}
+		}
 		eval.LogImageInput(m, split)
 		models = append(models, m)
 	}
@@ -220,4 +228,19 @@ func writeReport(rep *eval.Report) error {
 		return rep.WriteJSON(stdout)
 	}
 	return rep.WriteTable(stdout)
+}
+
+// inSpace returns MEMBER checkpoint m (read from path) retrieving in space
+// (self, cross, comb, comb-similarity or comb-embedding).
+func inSpace(m model.Model, path, space string) (model.Model, error) {
+	mb, ok := m.(*model.MEMBER)
+	if !ok {
+		return nil, usageErrorf("--space: %s holds a %s model; only member has retrieval spaces", path, m.Name())
+	}
+	name, combination, _ := strings.Cut(space, "-")
+	ms, err := mb.InSpace(name, combination)
+	if err != nil {
+		return nil, usageErrorf("--space %q: want self, cross, comb, comb-similarity or comb-embedding (%v)", space, err)
+	}
+	return ms, nil
 }

@@ -14,7 +14,9 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		stderr     []string
 		onceStdout string
 	}{
-		{[]string{"help"}, 0, []string{"demo", "train", "eval", "synth", "relevance", "bench", "tokenize", "version"}, nil, ""},
+		{[]string{"help"}, 0, []string{"demo", "train", "eval", "synth", "relevance", "bench", "tokenize", "version", "import", "align"}, nil, ""},
+		{[]string{"import", "-h"}, 0, []string{"Usage: xmr import", "--from", "Examples:", "bert-base-uncased"}, nil, "Usage: xmr import"},
+		{[]string{"align", "-h"}, 0, []string{"Usage: xmr align", "--features", "Examples:"}, nil, "Usage: xmr align"},
 		{[]string{"train", "-h"}, 0, []string{"Usage: xmr train", "--time-budget", "Examples:"}, nil, "Usage: xmr train"},
 		{[]string{"nosuch"}, 2, nil, []string{`unknown command "nosuch"`}, ""},
 		{[]string{"train", "--bogus"}, 2, nil, []string{"bogus", "Usage: xmr train"}, ""},

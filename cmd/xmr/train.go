@@ -16,6 +16,7 @@ import (
 // trainOptions are the flags of xmr train.
 type trainOptions struct {
 	config          string
+	bert            string
 	data            dataFlags
 	out             string
 	timeBudget      time.Duration
@@ -33,12 +34,14 @@ var trainFlags trainOptions
 func init() {
 	register(&command{
 		name:    "train",
-		summary: "train a TERAN, TERN or SEAM model from a YAML config",
+		summary: "train a TERAN, TERN, SEAM or MEMBER model (or the VSE++ baseline) from a YAML config",
 		usage:   "--config FILE.yaml --data PATH --out DIR [flags]",
 		examples: `  xmr synth -n 6000 --dim 256 --no-images --out world
   xmr train --config configs/teran-mrsw-small.yaml --data world --out runs/teran --time-budget 15m
   xmr train --config configs/tern-small.yaml --data world --out runs/tern --time-budget 15m
+  xmr train --config teran-mrsw --bert bert-base-uncased --data data/coco_precomp --out runs/coco   # pretrained BERT
   xmr train --config seam-c --data data/f30k_precomp --out runs/seam-c   # SEAM-C on global (N, D) features
+  xmr train --config member-small --data world --out runs/member   # MEMBER: builds its memory banks from the training set first
   xmr train --out runs/teran --data world --resume     # continue a killed run
   xmr train --config teran-mrsw --data /data/coco --karpathy dataset_coco.json \
       --coco-annotations captions_train2014.json,captions_val2014.json --out runs/coco   # bottom-up files
@@ -52,6 +55,7 @@ finishes the current step, saves last.safetensors, prints the command that
 continues the run and exits with status 130.`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&trainFlags.config, "config", "", "YAML config (see configs/); not needed with --resume")
+			fs.StringVar(&trainFlags.bert, "bert", "", "start the text encoder from this pretrained HuggingFace BERT `DIR` (config.json, vocab.txt, model.safetensors or pytorch_model.bin), overriding text-model.pretrain")
 			trainFlags.data.addTo(fs)
 			fs.StringVar(&trainFlags.out, "out", "", "run directory for checkpoints and metrics")
 			fs.DurationVar(&trainFlags.timeBudget, "time-budget", 0, "stop cleanly after this much training time, e.g. 10m (0: no limit)")
@@ -107,6 +111,15 @@ func runTrain(ctx context.Context, args []string) error {
 		// The checkpoint carries the config.
 	default:
 		return usageErrorf("--config is required (or --resume)")
+	}
+	if f.bert != "" {
+		if f.config == "" {
+			return usageErrorf("--bert goes with --config: a resumed run has its BERT in its checkpoint")
+		}
+		if cfg.TextModel.Name != "bert" {
+			return usageErrorf("--bert: the config's text-model.name is %q, not bert", cfg.TextModel.Name)
+		}
+		cfg.TextModel.Pretrain = f.bert
 	}
 	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
 		Resume: f.resume, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,

@@ -1,0 +1,205 @@
+// Package learn is `xmr bench learn`: how well each model learns on a data
+// set in the same wall-clock budget, against the textbook baseline. Every
+// model trains from scratch on the train split for the budget (its
+// validations on the dev split count in the budget and pick the best
+// checkpoint), then the best checkpoint is evaluated on the test split
+// (R@1/5/10 both directions, rsum, NDCG with ROUGE-L relevance). The peer
+// is VSE++ in PyTorch (tools/vsepp.py), trained on the same data for the
+// same budget in the same run; each result's ratio is the model's test rsum
+// over the peer's (above 1: better than the baseline).
+package learn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xmr-project/xmr/bench"
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/train"
+)
+
+// Benchmark is `xmr bench learn data=DIR [budget=4m] [models=a,b,...]`.
+var Benchmark = bench.Benchmark{
+	Name:    "learn",
+	Summary: "train each model for the same budget on a data set and compare test recall with VSE++ in PyTorch [data=DIR budget=4m models=" + strings.Join(DefaultModels, ",") + "]",
+	Run:     run,
+}
+
+// DefaultModels are the built-in configs trained by default: every model
+// of the four papers that xmr has, and VSE++.
+var DefaultModels = []string{"teran-mrsw-small", "teran-mwsr-small", "tern-small", "seam-e-small", "seam-c-small", "seam-g-small", "member-small", "vsepp-small"}
+
+// params are the benchmark's arguments.
+type params struct {
+	data   string
+	budget time.Duration
+	models []string
+	seed   uint64
+}
+
+func parse(opts bench.Options) (params, error) {
+	p := params{budget: 4 * time.Minute, models: DefaultModels}
+	if opts.Quick {
+		p.budget, p.models = 10*time.Second, []string{"tern-small", "vsepp-small"}
+	}
+	for _, a := range opts.Args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return p, fmt.Errorf("learn: argument %q: want key=value (data, budget, models, seed)", a)
+		}
+		switch k {
+		case "data":
+			p.data = v
+		case "budget":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return p, fmt.Errorf("learn: budget=%q: want a positive duration such as 4m", v)
+			}
+			p.budget = d
+		case "models":
+			p.models = strings.Split(v, ",")
+		case "seed":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return p, fmt.Errorf("learn: seed=%q: want a whole number", v)
+			}
+			p.seed = n
+		default:
+			return p, fmt.Errorf("learn: unknown argument %q (data, budget, models, seed)", k)
+		}
+	}
+	if p.data == "" {
+		return p, fmt.Errorf("learn: give data=DIR, a data set with train, dev and test splits (e.g. data=../shared/data/flickr8k-mini)")
+	}
+	return p, nil
+}
+
+// Outcome is one model's result: its test metrics and how it trained.
+type Outcome struct {
+	Iters   int
+	Stopped string
+	TrainS  float64
+	Metrics eval.Metrics
+}
+
+func run(ctx context.Context, opts bench.Options) error {
+	p, err := parse(opts)
+	if err != nil {
+		return err
+	}
+	src := data.Source{Path: p.data}
+	test, err := src.Load("test")
+	if err != nil {
+		return fmt.Errorf("learn: %w", err)
+	}
+	defer test.Close()
+	rel, err := eval.RelevanceMatrices(ctx, test.Captions, test.CapsPerImage)
+	if err != nil {
+		return err
+	}
+
+	peer, peerRSum, noPeer := "", 0.0, ""
+	if !opts.NoPeer {
+		out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", p.data,
+			"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(max(p.seed, 1), 10))
+		if err != nil {
+			noPeer = "; no peer: " + err.Error()
+		} else {
+			var r peerResult
+			if err := json.Unmarshal(out, &r); err != nil {
+				return fmt.Errorf("learn: peer output %q: %w", out, err)
+			}
+			peer, peerRSum = "vsepp.py (PyTorch "+r.Version+")", r.Test["rsum"]
+			note := fmt.Sprintf("%d iterations in %.0f s", r.Iters, r.TrainS)
+			emitMetrics(opts, "learn/vsepp-pytorch", eval.Metrics{
+				I2T:  eval.Recall{R1: r.Test["r1_i2t"], R5: r.Test["r5_i2t"], R10: r.Test["r10_i2t"]},
+				T2I:  eval.Recall{R1: r.Test["r1_t2i"], R5: r.Test["r5_t2i"], R10: r.Test["r10_t2i"]},
+				RSum: r.Test["rsum"],
+			}, "", 0, note)
+		}
+	}
+	for _, name := range p.models {
+		o, err := Train(ctx, name, src, test, rel, p.budget, p.seed)
+		if err != nil {
+			return err
+		}
+		emitMetrics(opts, "learn/"+name, o.Metrics, peer, peerRSum,
+			fmt.Sprintf("%d iterations in %.0f s (%s)%s", o.Iters, o.TrainS, o.Stopped, noPeer))
+	}
+	return nil
+}
+
+// peerResult is what tools/vsepp.py prints.
+type peerResult struct {
+	Version string             `json:"version"`
+	Iters   int                `json:"iters"`
+	TrainS  float64            `json:"train_s"`
+	Test    map[string]float64 `json:"test"`
+}
+
+// emitMetrics reports the test rsum (against the peer's when there is one)
+// and the recalls and NDCG behind it.
+func emitMetrics(opts bench.Options, name string, m eval.Metrics, peer string, peerRSum float64, note string) {
+	r := bench.Result{Name: name, Metric: "test rsum", Value: m.RSum, Unit: "rsum", Note: note}
+	if peer != "" {
+		r = r.WithPeer(peer, peerRSum, true)
+	}
+	opts.Emit(r)
+	for _, x := range []struct {
+		metric string
+		v      float64
+	}{
+		{"i2t R@1", m.I2T.R1}, {"i2t R@5", m.I2T.R5}, {"i2t R@10", m.I2T.R10},
+		{"t2i R@1", m.T2I.R1}, {"t2i R@5", m.T2I.R5}, {"t2i R@10", m.T2I.R10},
+	} {
+		opts.Emit(bench.Result{Name: name, Metric: x.metric, Value: x.v, Unit: "%"})
+	}
+	if nd, ok := m.NDCG["rouge-l"]; ok {
+		opts.Emit(bench.Result{Name: name, Metric: "NDCG ROUGE-L i2t", Value: nd.I2T, Unit: ""})
+		opts.Emit(bench.Result{Name: name, Metric: "NDCG ROUGE-L t2i", Value: nd.T2I, Unit: ""})
+	}
+}
+
+// Train trains the built-in config name (or a config file) on src for the
+// budget in a temporary run directory, then evaluates its best checkpoint
+// (by validation rsum) on test with the relevance matrices rel. A seed
+// other than 0 replaces the config's.
+func Train(ctx context.Context, name string, src data.Source, test *data.Split, rel []eval.Relevance, budget time.Duration, seed uint64) (*Outcome, error) {
+	cfg, err := train.LoadConfig(name)
+	if err != nil {
+		return nil, fmt.Errorf("learn: %w", err)
+	}
+	if seed != 0 {
+		cfg.Training.Seed = seed
+	}
+	dir, err := os.MkdirTemp("", "xmr-learn-*")
+	if err != nil {
+		return nil, fmt.Errorf("learn: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	slog.Info("learn: training", "model", name, "budget", budget)
+	start := time.Now()
+	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: dir, TimeBudget: budget, CheckpointInterval: time.Hour})
+	if err != nil {
+		return nil, fmt.Errorf("learn: train %s: %w", name, err)
+	}
+	trainS := time.Since(start).Seconds()
+	m, f, err := model.Load(dir) // the run's best-rsum checkpoint
+	if err != nil {
+		return nil, fmt.Errorf("learn: %s: %w", name, err)
+	}
+	defer f.Close()
+	ev, err := eval.EvaluateModels(ctx, []model.Model{m}, test, eval.ModelOptions{Options: eval.Options{Relevances: rel}})
+	if err != nil {
+		return nil, fmt.Errorf("learn: evaluate %s: %w", name, err)
+	}
+	return &Outcome{Iters: res.Iters, Stopped: res.Stopped, TrainS: trainS, Metrics: ev.Report.Metrics}, nil
+}

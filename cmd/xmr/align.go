@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	_ "image/jpeg" // COCO's and Flickr30k's images
+	_ "image/png"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/npy"
+	"github.com/xmr-project/xmr/text"
+	"github.com/xmr-project/xmr/viz"
+)
+
+var alignFlags struct {
+	checkpoint, features, boxes, image, size, text, out string
+	scale                                               int
+	allWords                                            bool
+}
+
+func init() {
+	register(&command{
+		name:    "align",
+		summary: "draw which region of an image each word of a caption aligns with, for your own image and model",
+		usage:   "--checkpoint CKPT --features FEAT.npy --boxes BOXES.npy (--image IMG | --size WxH) --text CAPTION --out FILE.png",
+		examples: `  # The bottom-up features and boxes of one image (bu_att/ID.npz's "feat"
+  # saved as .npy, bu_box/ID.npy), drawn on the image itself:
+  xmr align --checkpoint teran.safetensors --features 391895.npy --boxes bu_box/391895.npy \
+      --image val2014/COCO_val2014_000000391895.jpg --text "a man riding a motorcycle on a dirt road" --out align.png
+  # Without the picture, on a blank canvas of the image's size:
+  xmr align --checkpoint runs/teran --features f.npy --boxes b.npy --size 640x480 --text "two dogs" --out align.png
+
+FEAT.npy is (R, D) float32 region features (D = the model's feat-dim),
+BOXES.npy is (R, 4) boxes x1, y1, x2, y2 in the image's pixels; both may
+have a leading dimension of 1. Each caption word (stop words and
+punctuation left out, unless --all-words) is boxed on its best region in
+its colour, with the cosine; the words, regions, cosines and the model's
+score of the pair are printed too.`,
+		setFlags: func(fs *flag.FlagSet) {
+			fs.StringVar(&alignFlags.checkpoint, "checkpoint", "", "model checkpoint `CKPT` (TERAN or TERN), or a training run directory")
+			fs.StringVar(&alignFlags.features, "features", "", "region features `FILE.npy`, (R, D) float32")
+			fs.StringVar(&alignFlags.boxes, "boxes", "", "region boxes `FILE.npy`, (R, 4) x1, y1, x2, y2 in pixels")
+			fs.StringVar(&alignFlags.image, "image", "", "the image (PNG or JPEG) to draw on; its size normalises the boxes")
+			fs.StringVar(&alignFlags.size, "size", "", "the image's size `WxH` when no --image is given")
+			fs.StringVar(&alignFlags.text, "text", "", "the caption")
+			fs.StringVar(&alignFlags.out, "out", "", "PNG file to write")
+			fs.IntVar(&alignFlags.scale, "scale", 0, "magnify the image this many times (0: up to about 512 pixels wide)")
+			fs.BoolVar(&alignFlags.allWords, "all-words", false, "draw stop words and punctuation too")
+		},
+		run: runAlign,
+	})
+}
+
+// arrayImages are images given as arrays: features (N, R, D), the first
+// count[i] slots of image i real, with their box codes.
+type arrayImages struct {
+	feat  []float32
+	box5  [][5]float32 // N*R
+	count []int
+	r, d  int
+}
+
+func (a *arrayImages) Len() int                 { return len(a.count) }
+func (a *arrayImages) Dims() (int, int)         { return a.r, a.d }
+func (a *arrayImages) Image(i int) []float32    { return a.feat[i*a.r*a.d : (i+1)*a.r*a.d] }
+func (a *arrayImages) NumRegions(i int) int     { return a.count[i] }
+func (a *arrayImages) Box5(i, r int) [5]float32 { return a.box5[i*a.r+r] }
+
+// boxCode is TERAN's spatial code of a box given in pixels of a w x h
+// image: the corners normalised to [0, 1] and the normalised area.
+func boxCode(b [4]float32, w, h float32) [5]float32 {
+	x1, y1, x2, y2 := b[0]/w, b[1]/h, b[2]/w, b[3]/h
+	return [5]float32{x1, y1, x2, y2, (x2 - x1) * (y2 - y1)}
+}
+
+// readRegions reads one image's features and pixel boxes.
+func readRegions(featPath, boxPath string) (feat []float32, boxes [][4]float32, d int, err error) {
+	fa, err := npy.Read(featPath)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	ba, err := npy.Read(boxPath)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	fs, bs := squeeze(fa.Shape), squeeze(ba.Shape)
+	if len(fs) != 2 || fs[0] == 0 || fs[1] == 0 {
+		return nil, nil, 0, fmt.Errorf("%s: shape %v, want (R, D) region features", featPath, fa.Shape)
+	}
+	if len(bs) != 2 || bs[1] != 4 || bs[0] != fs[0] {
+		return nil, nil, 0, fmt.Errorf("%s: shape %v, want (%d, 4) boxes, one per region of %s", boxPath, ba.Shape, fs[0], featPath)
+	}
+	for i, v := range fa.Data {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, nil, 0, fmt.Errorf("%s: element %d is %v", featPath, i, v)
+		}
+	}
+	boxes = make([][4]float32, bs[0])
+	for r := range boxes {
+		copy(boxes[r][:], ba.Data[r*4:])
+		b := boxes[r]
+		if !(b[0] <= b[2] && b[1] <= b[3]) || math.IsNaN(float64(b[0]+b[1]+b[2]+b[3])) {
+			return nil, nil, 0, fmt.Errorf("%s: box %d is %v, want x1 <= x2 and y1 <= y2", boxPath, r, b)
+		}
+	}
+	return fa.Data, boxes, fs[1], nil
+}
+
+// squeeze drops a leading dimension of 1.
+func squeeze(shape []int) []int {
+	if len(shape) == 3 && shape[0] == 1 {
+		return shape[1:]
+	}
+	return shape
+}
+
+// parseSize reads "WxH".
+func parseSize(s string) (int, int, error) {
+	ws, hs, ok := strings.Cut(strings.ToLower(s), "x")
+	w, err1 := strconv.Atoi(ws)
+	h, err2 := strconv.Atoi(hs)
+	if !ok || err1 != nil || err2 != nil || w <= 0 || h <= 0 || w > 1<<15 || h > 1<<15 {
+		return 0, 0, fmt.Errorf("--size %q: want WIDTHxHEIGHT in pixels, e.g. 640x480", s)
+	}
+	return w, h, nil
+}
+
+// loadPicture decodes a PNG or JPEG image.
+func loadPicture(path string) (image.Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	img, _, err := image.Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (PNG or JPEG expected)", path, err)
+	}
+	return img, nil
+}
+
+func runAlign(ctx context.Context, args []string) error {
+	f := alignFlags
+	switch {
+	case len(args) > 0:
+		return usageErrorf("unexpected arguments %q", args)
+	case f.checkpoint == "" || f.features == "" || f.boxes == "" || f.out == "":
+		return usageErrorf("--checkpoint, --features, --boxes and --out are required")
+	case strings.TrimSpace(f.text) == "":
+		return usageErrorf("--text is required: the caption to align")
+	case (f.image == "") == (f.size == ""):
+		return usageErrorf("give --image (the picture) or --size WxH (its size), one of them")
+	case f.scale < 0 || f.scale > 16:
+		return usageErrorf("--scale %d: want 0 (automatic) to 16", f.scale)
+	}
+	var img image.Image
+	if f.image != "" {
+		var err error
+		if img, err = loadPicture(f.image); err != nil {
+			return err
+		}
+	} else {
+		w, h, err := parseSize(f.size)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		blank := image.NewRGBA(image.Rect(0, 0, w, h))
+		draw.Draw(blank, blank.Bounds(), &image.Uniform{color.RGBA{235, 235, 235, 255}}, image.Point{}, draw.Src)
+		img = blank
+	}
+	b := img.Bounds()
+	w, h := float32(b.Dx()), float32(b.Dy())
+	feat, boxes, d, err := readRegions(f.features, f.boxes)
+	if err != nil {
+		return err
+	}
+	m, cf, err := model.Load(f.checkpoint)
+	if err != nil {
+		return err
+	}
+	cf.Close()
+	src := &arrayImages{feat: feat, count: []int{len(boxes)}, r: len(boxes), d: d}
+	for _, bx := range boxes {
+		src.box5 = append(src.box5, boxCode(bx, w, h))
+	}
+	res, err := alignOne(ctx, m, src, f.text)
+	if err != nil {
+		return err
+	}
+	fields := strings.Fields(f.text)
+	var words []viz.WordRegion
+	fmt.Fprintf(stdout, "%s score of the pair: %.4f (%s)\n", m.Name(), res.score, res.scoring)
+	for _, mw := range res.matches {
+		word := fields[mw.Word]
+		skip := !f.allWords && (text.IsStopWord(word) || !hasLetter(word))
+		mark := ""
+		if skip {
+			mark = "  (not drawn)"
+		}
+		bx := boxes[mw.Region]
+		fmt.Fprintf(stdout, "  %-14s region %-3d cos %.3f  box %.0f,%.0f-%.0f,%.0f%s\n", word, mw.Region, mw.Cosine, bx[0], bx[1], bx[2], bx[3], mark)
+		if !skip {
+			words = append(words, viz.WordRegion{Word: word, Box: bx, Score: mw.Cosine})
+		}
+	}
+	scale := f.scale
+	if scale == 0 {
+		scale = max(1, 512/max(b.Dx(), b.Dy()))
+	}
+	if err := viz.SavePNG(f.out, viz.AlignmentOverlay(img, f.text, words, scale)); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", f.out)
+	return nil
+}
+
+// alignment is what alignOne finds for one image and one caption.
+type alignment struct {
+	matches []model.WordMatch
+	score   float32
+	scoring model.Scoring
+}
+
+// alignOne encodes image 0 of src and the caption and returns each word's
+// best region and the model's score of the pair.
+func alignOne(ctx context.Context, m model.Model, src model.ImageSource, caption string) (*alignment, error) {
+	imgs, err := model.EncodeImages(ctx, m, src, nil)
+	if err != nil {
+		return nil, err
+	}
+	txts, err := model.EncodeTexts(ctx, m, []string{caption}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(imgs.Vecs) == 0 || len(txts.Vecs) == 0 {
+		return nil, fmt.Errorf("the %s model keeps no region and word vectors: it has no word-region alignment to draw", m.Name())
+	}
+	s := m.Scoring()
+	sims, err := model.ScoreMatrix(ctx, imgs, txts, s)
+	if err != nil {
+		return nil, err
+	}
+	return &alignment{matches: model.MatchWords(imgs, 0, txts, 0), score: sims[0], scoring: s}, nil
+}
