@@ -18,7 +18,7 @@ var boundaries = []struct {
 	forbidden []string
 }{
 	{
-		pkgs:      []string{"index", "model", "nn", "tensor", "text", "checkpoint", "blas"},
+		pkgs:      []string{"server", "index", "model", "nn", "tensor", "text", "checkpoint", "blas"},
 		forbidden: []string{"train", "optim", "data", "eval", "synth", "viz"},
 	},
 	{

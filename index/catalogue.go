@@ -198,7 +198,7 @@ func (c *catalogue) imageByExtID(ctx context.Context, ext string) (int, error) {
 	var id int
 	err := c.db.QueryRowContext(ctx, `SELECT id FROM images WHERE ext_id = ?`, ext).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("no image %q in the index", ext)
+		return 0, fmt.Errorf("no image %q in the index: %w", ext, ErrNotFound)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("catalogue %s: %w", c.path, err)
@@ -210,10 +210,35 @@ func (c *catalogue) imageByExtID(ctx context.Context, ext string) (int, error) {
 func (c *catalogue) caption(ctx context.Context, id int) (CaptionRow, error) {
 	var r CaptionRow
 	err := c.db.QueryRowContext(ctx, `SELECT c.text, i.ext_id FROM captions c JOIN images i ON i.id = c.image_id WHERE c.id = ?`, id).Scan(&r.Text, &r.ImageID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("catalogue %s: no caption %d: %w", c.path, id, ErrNotFound)
+	}
 	if err != nil {
 		return r, fmt.Errorf("catalogue %s: caption %d: %w", c.path, id, err)
 	}
 	return r, nil
+}
+
+// captionsOf returns the item numbers and texts of the captions of image
+// item id, in item order.
+func (c *catalogue) captionsOf(ctx context.Context, id int) ([]CaptionItem, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT id, text FROM captions WHERE image_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("catalogue %s: captions of image %d: %w", c.path, id, err)
+	}
+	defer rows.Close()
+	var out []CaptionItem
+	for rows.Next() {
+		var ci CaptionItem
+		if err := rows.Scan(&ci.Item, &ci.Text); err != nil {
+			return nil, fmt.Errorf("catalogue %s: captions of image %d: %w", c.path, id, err)
+		}
+		out = append(out, ci)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("catalogue %s: captions of image %d: %w", c.path, id, err)
+	}
+	return out, nil
 }
 
 // counts returns how many images and captions the catalogue lists in the

@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -114,8 +113,19 @@ func (ix *Index) scoring(o *SearchOptions) model.Scoring {
 
 // SearchText returns the images that text describes best.
 func (ix *Index) SearchText(ctx context.Context, text string, o *SearchOptions) ([]Result, error) {
+	q, err := ix.encodeText(ctx, text, ix.scoring(o))
+	if err != nil {
+		return nil, err
+	}
+	return ix.search(ctx, q, true, strings.Fields(text), nil, o)
+}
+
+// encodeText encodes a sentence as a query is encoded: alone, with the
+// index's model. A query that is empty, or has no word that the alignment
+// scoring s can use, is an error wrapping ErrBadQuery.
+func (ix *Index) encodeText(ctx context.Context, text string, s model.Scoring) (*model.Embeddings, error) {
 	if strings.TrimSpace(text) == "" {
-		return nil, errors.New("search: empty query text")
+		return nil, fmt.Errorf("search: empty query text: %w", ErrBadQuery)
 	}
 	m, err := ix.Model()
 	if err != nil {
@@ -125,28 +135,39 @@ func (ix *Index) SearchText(ctx context.Context, text string, o *SearchOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("search: encode %q: %w", text, err)
 	}
-	if ix.scoring(o).Alignment() && q.Count(0) == 0 {
-		return nil, fmt.Errorf("search: %q has no word that takes part in the alignment (only stop words or symbols?)", text)
+	if s.Alignment() && q.Count(0) == 0 {
+		return nil, fmt.Errorf("search: %q has no word that takes part in the alignment (only stop words or symbols?): %w", text, ErrBadQuery)
 	}
-	return ix.search(ctx, q, true, strings.Fields(text), nil, o)
+	return q, nil
 }
 
 // SearchImage returns the captions that describe the indexed image with
 // dataset id imageID best.
 func (ix *Index) SearchImage(ctx context.Context, imageID string, o *SearchOptions) ([]Result, error) {
-	item, err := ix.cat.imageByExtID(ctx, imageID)
+	q, row, err := ix.imageVectors(ctx, imageID)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
+	return ix.search(ctx, q, false, nil, row.Boxes, o)
+}
+
+// imageVectors returns the embeddings (one item) and the catalogue row of
+// the indexed image with dataset id imageID; an unknown id is an error
+// wrapping ErrNotFound.
+func (ix *Index) imageVectors(ctx context.Context, imageID string) (*model.Embeddings, ImageRow, error) {
+	item, err := ix.cat.imageByExtID(ctx, imageID)
+	if err != nil {
+		return nil, ImageRow{}, err
+	}
 	seg, i, ok := locate(ix.images, item)
 	if !ok {
-		return nil, fmt.Errorf("search: image %q: item %d is beyond the index's segments", imageID, item)
+		return nil, ImageRow{}, fmt.Errorf("image %q: item %d is beyond the index's segments", imageID, item)
 	}
 	row, err := ix.cat.image(ctx, item)
 	if err != nil {
-		return nil, err
+		return nil, ImageRow{}, err
 	}
-	return ix.search(ctx, seg.emb.Slice(i, i+1), false, nil, row.Boxes, o)
+	return seg.emb.Slice(i, i+1), row, nil
 }
 
 // Search returns the items that an encoded query matches best: images for

@@ -13,6 +13,7 @@ import (
 	"github.com/xmr-project/xmr/bench/rouge"
 	"github.com/xmr-project/xmr/bench/seamtext"
 	benchsearch "github.com/xmr-project/xmr/bench/search"
+	benchserve "github.com/xmr-project/xmr/bench/serve"
 	"github.com/xmr-project/xmr/bench/spice"
 	"github.com/xmr-project/xmr/bench/synth"
 	"github.com/xmr-project/xmr/bench/trainstep"
@@ -28,6 +29,7 @@ var benchmarks = []bench.Benchmark{
 	rouge.Benchmark,
 	benchsearch.Benchmark,
 	seamtext.Benchmark,
+	benchserve.Benchmark,
 	spice.Benchmark,
 	synth.Benchmark,
 	trainstep.Benchmark,

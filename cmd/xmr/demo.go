@@ -15,6 +15,7 @@ import (
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/synth"
 	"github.com/xmr-project/xmr/text"
@@ -26,34 +27,55 @@ var demoFlags struct {
 	dir        string
 	n          int
 	timeBudget time.Duration
+	maxIters   int
 	config     string
 	retrain    bool
+	fresh      bool
+	noServe    bool
+	addr       string
 }
 
 func init() {
 	register(&command{
 		name:    "demo",
-		summary: "the whole job on the built-in synthetic world: generate, train TERAN, evaluate, show alignments",
+		summary: "the whole job on a synthetic world: generate it, train TERAN, evaluate, index, and serve the search page",
 		usage:   "[flags]",
-		examples: `  xmr demo                          # about 6 minutes on 2 cores; writes ./xmr-demo
-  xmr demo --time-budget 15m        # train longer for better recall
+		examples: `  xmr demo                          # about 4 minutes on 2 cores, then serves http://127.0.0.1:8080/
+  xmr demo --no-serve               # stop after the evaluation and the index (scripts, CI)
+  xmr demo --time-budget 10m        # train longer for better recall
+  xmr demo --fresh                  # make the world, the model and the index again
   xmr demo --config tern-small      # the same with TERN
   xmr demo --config seam-e-small    # SEAM-E (the mean of each image's regions stands in for its global feature)
 
-It generates a synthetic world (shapes with captions and ground truth) in
-DIR/world, trains a small model in DIR/run, evaluates it on the test split
-with the papers' metrics, and draws DIR/alignment-*.png (each word's best
-region; not for SEAM, which aligns no words with regions) and
-DIR/query-*.png (the top images for a caption).`,
+It generates a synthetic world (shapes with captions, ground truth and PNG
+images) in DIR/world, trains a small model in DIR/run (with a progress
+bar), evaluates it on the test split with the papers' metrics, draws
+DIR/alignment-*.png (each word's best region; not for SEAM, which aligns
+no words with regions) and DIR/query-*.png (the top images for a caption),
+builds an index of the test split in DIR/index, and serves it: a page to
+search the images by sentence and see each word's region. A second run
+reuses the world, the model and the index that the first one made.`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&demoFlags.dir, "dir", "xmr-demo", "working directory")
-			fs.IntVar(&demoFlags.n, "n", 6000, "images in the synthetic world")
-			fs.DurationVar(&demoFlags.timeBudget, "time-budget", 5*time.Minute, "training time")
-			fs.StringVar(&demoFlags.config, "config", "teran-mrsw-small", "model config (a file or a built-in name)")
-			fs.BoolVar(&demoFlags.retrain, "retrain", false, "train again even if DIR/run has a model")
+			fs.IntVar(&demoFlags.n, "n", 6000, "images in the synthetic world (at least 200)")
+			fs.DurationVar(&demoFlags.timeBudget, "time-budget", 150*time.Second, "training time")
+			fs.IntVar(&demoFlags.maxIters, "max-iters", 0, "stop training after this many iterations (0: the time budget alone)")
+			fs.StringVar(&demoFlags.config, "config", "teran-mrsw-demo", "model config (a file or a built-in name; teran-mrsw-demo is teran-mrsw-small with a schedule for a few minutes)")
+			fs.BoolVar(&demoFlags.retrain, "retrain", false, "train again even if DIR/run has a model (and index again)")
+			fs.BoolVar(&demoFlags.fresh, "fresh", false, "make everything again: the world, the model and the index")
+			fs.BoolVar(&demoFlags.noServe, "no-serve", false, "stop after the evaluation and the index; do not serve")
+			fs.StringVar(&demoFlags.addr, "addr", "127.0.0.1:8080", "address to serve the page on (host:port; port 0 picks a free one)")
 		},
 		run: runDemo,
 	})
+}
+
+// demoSteps is how many steps the demo prints.
+const demoSteps = 6
+
+// step prints the heading of demo step i.
+func step(i int, format string, args ...any) {
+	fmt.Fprintf(stdout, "%d/%d %s\n", i, demoSteps, fmt.Sprintf(format, args...))
 }
 
 func runDemo(ctx context.Context, args []string) error {
@@ -61,37 +83,46 @@ func runDemo(ctx context.Context, args []string) error {
 		return usageErrorf("unexpected arguments %v", args)
 	}
 	f := demoFlags
+	switch {
+	case f.n < 200:
+		return usageErrorf("--n must be at least 200 (a test split of at least 40 images), is %d", f.n)
+	case f.timeBudget <= 0 && f.maxIters <= 0:
+		return usageErrorf("--time-budget must be positive (or give --max-iters), is %v", f.timeBudget)
+	case f.maxIters < 0:
+		return usageErrorf("--max-iters must be positive or 0, is %d", f.maxIters)
+	}
+	start := time.Now()
 	world := filepath.Join(f.dir, "world")
 	run := filepath.Join(f.dir, "run")
-	manifest, err := synth.LoadManifest(world)
+	indexDir := filepath.Join(f.dir, "index")
+	manifest, madeWorld, err := demoWorld(ctx, world, f.n, f.fresh)
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(stdout, "    (the world in %s is unreadable, generating it again: %v)\n", world, err)
-		}
-		fmt.Fprintf(stdout, "1/4 generating a synthetic world of %d images in %s\n", f.n, world)
-		if manifest, err = synth.Generate(ctx, world, synth.Config{N: f.n, Seed: 1, Dim: 256, Regions: 36, Noise: 0.1, Progress: true}); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(stdout, "1/4 using the synthetic world in %s\n", world)
+		return err
 	}
 	best := filepath.Join(run, "best-rsum.safetensors")
-	if _, err := os.Stat(best); err != nil || f.retrain {
+	if _, err := os.Stat(best); err != nil || f.retrain || f.fresh || madeWorld {
 		cfg, err := train.LoadConfig(f.config)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "2/4 training %s (%s) for %v in %s\n", f.config, cfg.Model.Name, f.timeBudget, run)
-		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, ValImages: 500, Overwrite: true})
+		budget := "for " + f.timeBudget.String()
+		if f.maxIters > 0 {
+			budget = fmt.Sprintf("for at most %d iterations", f.maxIters)
+			if f.timeBudget > 0 {
+				budget += " or " + f.timeBudget.String()
+			}
+		}
+		step(2, "training %s (%s) %s in %s", f.config, cfg.Model.Name, budget, run)
+		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, MaxIters: f.maxIters, ValImages: 200, Overwrite: true})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "    %d iterations; training curves in %s\n", res.Iters, filepath.Join(run, "curves.png"))
 	} else {
-		fmt.Fprintf(stdout, "2/4 using the model in %s (--retrain to train again)\n", run)
+		step(2, "using the model in %s (--retrain to train again)", run)
 	}
 
-	fmt.Fprintf(stdout, "3/4 evaluating on the test split\n")
+	step(3, "evaluating on the test split")
 	m, cf, err := model.Load(best)
 	if err != nil {
 		return err
@@ -122,7 +153,64 @@ func runDemo(ctx context.Context, args []string) error {
 		fmt.Fprintf(stdout, "(alignment chance: about %.0f%%)\n", 100/float64(max(regions, 1)))
 	}
 
-	fmt.Fprintf(stdout, "4/4 drawing alignments and retrieval results in %s\n", f.dir)
+	step(4, "drawing alignments and retrieval results in %s", f.dir)
+	if err := demoDraw(f.dir, world, split, res, grounding); err != nil {
+		return err
+	}
+
+	images := filepath.Join(world, "images", split.Name)
+	if !isDir(images) {
+		images = ""
+	}
+	if err := demoIndex(ctx, indexDir, m, split, images, res, f.fresh || f.retrain); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "    ready in %s\n", time.Since(start).Round(time.Second))
+
+	fmt.Fprintf(stdout, "\nNext, on the same world:\n")
+	for _, args := range demoNext(best, world, manifest) {
+		fmt.Fprintf(stdout, "  %s\n", shellJoin(args))
+	}
+	fmt.Fprintf(stdout, "  %s\n", shellJoin([]string{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"}))
+	serveArgs := []string{"xmr", "serve", "--index", indexDir}
+	if images != "" {
+		serveArgs = append(serveArgs, "--images", images)
+	}
+	fmt.Fprintf(stdout, "  %s\n", shellJoin(serveArgs))
+	if f.noServe {
+		return nil
+	}
+	fmt.Fprintln(stdout)
+	step(6, "serving the index")
+	return serveIndex(ctx, indexDir, images, f.addr, firstCaption(split), nil)
+}
+
+// demoWorld returns the demo's world in dir, generating it (madeWorld)
+// when there is none, when it is unreadable or of another size than n
+// images, or when fresh is set.
+func demoWorld(ctx context.Context, dir string, n int, fresh bool) (m *synth.Manifest, madeWorld bool, err error) {
+	m, err = synth.LoadManifest(dir)
+	why := ""
+	switch {
+	case fresh:
+		why = " (--fresh)"
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		why = fmt.Sprintf(" (the world there is unreadable: %v)", err)
+	case m.Images != n || !m.PNG:
+		why = fmt.Sprintf(" (the world there has %d images, PNGs %v)", m.Images, m.PNG)
+	default:
+		step(1, "using the synthetic world in %s (--fresh to make it again)", dir)
+		return m, false, nil
+	}
+	step(1, "generating a synthetic world of %d images with PNGs in %s%s", n, dir, why)
+	m, err = synth.Generate(ctx, dir, synth.Config{N: n, Seed: 1, Dim: 256, Regions: 36, Noise: 0.1, Progress: true})
+	return m, true, err
+}
+
+// demoDraw draws the alignments of a few test captions with their images
+// and their top images.
+func demoDraw(dir, world string, split *data.Split, res *eval.ModelResult, grounding []data.Grounding) error {
 	var files []string
 	for k, c := range []int{0, 7, 13} {
 		if c >= split.NumCaptions() {
@@ -136,7 +224,7 @@ func runDemo(ctx context.Context, args []string) error {
 		}
 		if len(res.Images.Vecs) > 0 { // SEAM has no region or word vectors to align
 			words := overlayWords(split, c, i, model.MatchWords(res.Images, i, res.Texts, c), grounding)
-			path := filepath.Join(f.dir, fmt.Sprintf("alignment-%d.png", k+1))
+			path := filepath.Join(dir, fmt.Sprintf("alignment-%d.png", k+1))
 			if err := viz.SavePNG(path, viz.AlignmentOverlay(img, split.Captions[c], words, 4)); err != nil {
 				return err
 			}
@@ -159,7 +247,7 @@ func runDemo(ctx context.Context, args []string) error {
 			labels = append(labels, fmt.Sprintf("#%d %.2f", h.rank, h.score))
 			relevant = append(relevant, h.index == i)
 		}
-		path := filepath.Join(f.dir, fmt.Sprintf("query-%d.png", k+1))
+		path := filepath.Join(dir, fmt.Sprintf("query-%d.png", k+1))
 		if err := viz.SavePNG(path, viz.ResultGrid(split.Captions[c], cells, labels, relevant, 2)); err != nil {
 			return err
 		}
@@ -168,10 +256,39 @@ func runDemo(ctx context.Context, args []string) error {
 	if len(files) > 0 {
 		fmt.Fprintf(stdout, "    wrote %s\n", strings.Join(files, ", "))
 	}
-	fmt.Fprintf(stdout, "\nNext, on the same world:\n")
-	for _, args := range demoNext(best, world, manifest) {
-		fmt.Fprintf(stdout, "  %s\n", shellJoin(args))
+	return nil
+}
+
+// demoIndex writes the index of the test split in dir from the
+// evaluation's embeddings of it (res), unless the index there was built by
+// m already (and rebuild is not set).
+func demoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, images string, res *eval.ModelResult, rebuild bool) error {
+	if ix, err := index.Open(dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
+		same := ix.Manifest().Model.Fingerprint == model.Fingerprint(m)
+		ni, nc := ix.Len()
+		ix.Close()
+		if same && !rebuild && ni == split.NumImages() && nc == split.NumCaptions() {
+			step(5, "using the index in %s (%d images, %d captions)", dir, ni, nc)
+			return nil
+		}
 	}
+	step(5, "indexing the test split in %s", dir)
+	c := collection(split, images)
+	w, err := index.NewWriter(dir, m, index.Overwrite)
+	if err != nil {
+		return err
+	}
+	defer w.Abort()
+	if err := w.AddImages(res.Images, c.ImageRows); err != nil {
+		return err
+	}
+	if err := w.AddCaptions(res.Texts, c.Captions); err != nil {
+		return err
+	}
+	if err := w.Commit(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "    %d images and %d captions\n", len(c.ImageRows), len(c.Captions))
 	return nil
 }
 

@@ -1,11 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/xmr-project/xmr/synth"
 )
@@ -88,4 +97,116 @@ func TestQueryResults(t *testing.T) {
 			t.Errorf("truth %d: %+v, want %+v", c.truth, got, c.want)
 		}
 	}
+}
+
+// TestDemo runs the demo on a small world with a tiny model: it makes the
+// world (with PNGs), trains, evaluates, draws and indexes (--no-serve); a
+// second run reuses all of it; a third serves the page until SIGTERM,
+// answering a search on the way, and exits 0.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	dir := t.TempDir()
+	demo := filepath.Join(dir, "demo")
+	cfg := writeTinyConfig(t, dir, "teran", "alignment")
+	args := []string{"demo", "--dir", demo, "--n", "300", "--config", cfg, "--max-iters", "10", "--time-budget", "0"}
+	stdout, stderr, code := run(t, append(args, "--no-serve")...)
+	if code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"1/6 generating a synthetic world of 300 images with PNGs", "2/6 training", "10 iterations",
+		"3/6 evaluating", "rsum", "word-region alignment accuracy", "4/6 drawing",
+		"5/6 indexing the test split", "60 images and 300 captions",
+		"xmr serve --index " + filepath.Join(demo, "index") + " --images " + filepath.Join(demo, "world", "images", "test"),
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("first run: stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, f := range []string{"alignment-1.png", "query-1.png", "run/best-rsum.safetensors", "index/manifest.json", "world/images/test/synth-0000000.png"} {
+		if _, err := os.Stat(filepath.Join(demo, f)); err != nil {
+			t.Errorf("the demo made no %s: %v", f, err)
+		}
+	}
+
+	stdout, stderr, code = run(t, append(args, "--no-serve")...)
+	if code != 0 {
+		t.Fatalf("second demo: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"1/6 using the synthetic world", "2/6 using the model", "3/6 evaluating", "5/6 using the index in"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("second run: stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	// Serve: wait for the address, search, then SIGTERM.
+	guard := make(chan os.Signal, 1)
+	signal.Notify(guard, syscall.SIGTERM)
+	defer signal.Stop(guard)
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- runMain(append(args, "--addr", "127.0.0.1:0"), &out, &errb) }()
+	addr := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+/) \(Ctrl-C stops\)`)
+	deadline := time.Now().Add(2 * time.Minute)
+	var base string
+	for base == "" {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("demo exited %d before serving\n%s\n%s", code, out.String(), errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no address after 2 minutes:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "6/6 serving the index") || !strings.Contains(out.String(), "try "+base+"#q=") {
+		t.Errorf("stdout:\n%s", out.String())
+	}
+	resp, err := http.Post(base+"api/search/text", "application/json", strings.NewReader(`{"text": "a red circle", "k": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.Count(string(body), `"rank"`) != 3 || !strings.Contains(string(body), `"url":"/images/synth-`) {
+		t.Fatalf("search: %d %s", resp.StatusCode, body)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("demo served and exited %d after SIGTERM\n%s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the demo still serves 30 s after SIGTERM")
+	}
+	if !strings.Contains(errb.String(), "shutting down") {
+		t.Errorf("stderr does not say it shut down:\n%s", errb.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -26,6 +26,13 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"synth", "--out", "unused", "--dim", "0"}, 2, nil, []string{"--dim and --regions must be positive, have 0 and 36"}, ""},
 		{[]string{"synth", "--out", "unused", "--regions", "0"}, 2, nil, []string{"--dim and --regions must be positive, have 2048 and 0"}, ""},
 		{[]string{"train", "--out", "unused", "--data", ".", "--resume", "--overwrite"}, 2, nil, []string{"--resume and --overwrite exclude each other"}, ""},
+		{[]string{"serve", "-h"}, 0, []string{"Usage: xmr serve", "--images", "docs/api.md", "Examples:"}, nil, "Usage: xmr serve"},
+		{[]string{"serve"}, 2, nil, []string{"--index is required"}, ""},
+		{[]string{"serve", "--index", "x", "--addr", "8080"}, 2, nil, []string{`--addr "8080": want host:port`}, ""},
+		{[]string{"serve", "--index", "x", "--timeout", "0s"}, 2, nil, []string{"--timeout must be positive"}, ""},
+		{[]string{"serve", "--index", "no-such-index"}, 1, nil, []string{"not an xmr index"}, ""},
+		{[]string{"demo", "--n", "50"}, 2, nil, []string{"--n must be at least 200"}, ""},
+		{[]string{"demo", "--time-budget", "0s"}, 2, nil, []string{"--time-budget must be positive (or give --max-iters)"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"syscall"
+	"time"
+
+	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/server"
+)
+
+var serveFlags struct {
+	index         string
+	images        string
+	addr          string
+	timeout       time.Duration
+	maxConcurrent int
+}
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "serve an index over HTTP: a JSON API and a page that shows results and each word's region",
+		usage:   "--index INDEX [--images DIR] [--addr 127.0.0.1:8080]",
+		examples: `  xmr serve --index xmr-demo/index --images xmr-demo/world/images/test
+  xmr serve --index coco5k.idx --images /data/coco/val2014 --addr 0.0.0.0:8080
+  curl -s localhost:8080/api/search/text -d '{"text": "a red circle", "k": 3}'
+
+Open the address in a browser to search. The JSON API (search by text or
+by image, alignments, item details), /healthz and /metrics are described
+in docs/api.md. Image files are served from --images only; without it the
+page draws each image's regions. SIGINT or SIGTERM shut the server down
+gracefully: requests in flight finish, new ones are refused.`,
+		setFlags: func(fs *flag.FlagSet) {
+			fs.StringVar(&serveFlags.index, "index", "", "index `DIR` made by xmr index")
+			fs.StringVar(&serveFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg, or the catalogue's file names); none are served without it")
+			fs.StringVar(&serveFlags.addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free one)")
+			fs.DurationVar(&serveFlags.timeout, "timeout", 10*time.Second, "longest time one search may take (then 503)")
+			fs.IntVar(&serveFlags.maxConcurrent, "max-concurrent", 0, "searches run at once, the others wait (0: one per CPU)")
+		},
+		run: func(ctx context.Context, args []string) error {
+			f := serveFlags
+			switch {
+			case len(args) > 0:
+				return usageErrorf("unexpected arguments %q", args)
+			case f.index == "":
+				return usageErrorf("--index is required")
+			case f.timeout <= 0:
+				return usageErrorf("--timeout must be positive, is %v", f.timeout)
+			case f.maxConcurrent < 0:
+				return usageErrorf("--max-concurrent must be positive or 0, is %d", f.maxConcurrent)
+			}
+			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent})
+		},
+	})
+}
+
+// serveIndex serves the index in dir on addr until ctx is cancelled, with
+// image files from images (none when empty). It prints the page's address
+// and a link that runs an example query (example, else the first indexed
+// caption).
+func serveIndex(ctx context.Context, dir, images, addr, example string, o *server.Options) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return usageErrorf("--addr %q: want host:port, such as 127.0.0.1:8080 (%v)", addr, err)
+	}
+	ix, err := index.Open(dir, nil)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	var opts server.Options
+	if o != nil {
+		opts = *o
+	}
+	opts.Images = images
+	s, err := server.New(ix, &opts)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ni, nc := ix.Len()
+	if example == "" && nc > 0 {
+		if cp, err := ix.Caption(ctx, 0); err == nil {
+			example = cp.Text
+		}
+	}
+	err = s.ListenAndServe(ctx, addr, func(a net.Addr) {
+		u := "http://" + a.String() + "/"
+		fmt.Fprintf(stdout, "serving %s (%d images, %d captions) on %s (Ctrl-C stops)\n", dir, ni, nc, u)
+		if example != "" {
+			fmt.Fprintf(stdout, "    try %s#%s\n", u, url.Values{"q": {example}}.Encode())
+		}
+	})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w: another program listens on %s; choose another address with --addr", err, addr)
+	}
+	if err == nil {
+		slog.Info("server stopped")
+	}
+	return err
+}
