@@ -70,6 +70,9 @@ func (l *LossType) UnmarshalText(b []byte) error {
 // TrainingConfig holds the optimisation settings.
 type TrainingConfig struct {
 	LR float64 `yaml:"lr"`
+	// Beta1 is Adam's first-moment decay (0: PyTorch's 0.9; MEMBER's paper
+	// uses 0.5).
+	Beta1 float64 `yaml:"beta1,omitempty"`
 	// BERTLR is the learning rate of the BERT parameters (0: same as LR).
 	BERTLR       float64 `yaml:"bert-lr"`
 	GradClip     float64 `yaml:"grad-clip"`
@@ -225,6 +228,12 @@ func (c Config) Validate() error {
 	}
 	real("training.lr", t.LR, 0, 10, true)
 	real("training.bert-lr", t.BERTLR, 0, 10, false)
+	if t.Beta1 != 0 {
+		real("training.beta1", t.Beta1, 0, 1, true)
+		if t.Beta1 >= 1 {
+			bad("training.beta1", "%v must be below 1", t.Beta1)
+		}
+	}
 	real("training.grad-clip", t.GradClip, 0, 1e6, false)
 	real("training.margin", float64(t.Margin), 0, 100, false)
 	between("training.bs", t.BatchSize, 2, MaxBatchSize)

@@ -67,7 +67,7 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 	if tc.WarmupPeriod > 0 {
 		sched = append(sched, optim.Warmup{Iters: tc.WarmupPeriod})
 	}
-	opt, err := optim.NewAdam(groups, optim.Config{Schedule: sched})
+	opt, err := optim.NewAdam(groups, optim.Config{Beta1: tc.Beta1, Schedule: sched})
 	if err != nil {
 		return nil, err
 	}
