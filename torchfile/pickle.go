@@ -189,6 +189,18 @@ func (u *unpickler) pop() (Value, error) {
 	return v, nil
 }
 
+// pop2 pops the two top items and returns them in the order they were
+// pushed: a below b.
+func (u *unpickler) pop2() (a, b Value, err error) {
+	if b, err = u.pop(); err != nil {
+		return nil, nil, err
+	}
+	if a, err = u.pop(); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
 func (u *unpickler) top() (Value, error) {
 	if len(u.stack) == 0 || (len(u.marks) > 0 && len(u.stack) <= u.marks[len(u.marks)-1]) {
 		return nil, u.errorf("stack underflow")
@@ -443,10 +455,7 @@ func (u *unpickler) step(op byte) (done bool, err error) {
 			return false, u.errorf("stack underflow")
 		}
 		var k, v Value
-		if v, err = u.pop(); err != nil {
-			return false, err
-		}
-		if k, err = u.pop(); err != nil {
+		if k, v, err = u.pop2(); err != nil {
 			return false, err
 		}
 		err = u.setItemsOnTop([]Value{k, v})
@@ -527,10 +536,7 @@ func (u *unpickler) step(op byte) (done bool, err error) {
 		}
 	case 0x93: // STACK_GLOBAL
 		var nv, mv Value
-		if nv, err = u.pop(); err != nil {
-			return false, err
-		}
-		if mv, err = u.pop(); err != nil {
+		if mv, nv, err = u.pop2(); err != nil {
 			return false, err
 		}
 		module, ok1 := mv.(string)
@@ -544,10 +550,7 @@ func (u *unpickler) step(op byte) (done bool, err error) {
 		}
 	case 'R': // REDUCE
 		var args, fn Value
-		if args, err = u.pop(); err != nil {
-			return false, err
-		}
-		if fn, err = u.pop(); err != nil {
+		if fn, args, err = u.pop2(); err != nil {
 			return false, err
 		}
 		var v Value
@@ -556,10 +559,7 @@ func (u *unpickler) step(op byte) (done bool, err error) {
 		}
 	case 0x81: // NEWOBJ
 		var args, cls Value
-		if args, err = u.pop(); err != nil {
-			return false, err
-		}
-		if cls, err = u.pop(); err != nil {
+		if cls, args, err = u.pop2(); err != nil {
 			return false, err
 		}
 		var v Value
