@@ -26,17 +26,31 @@ type SearchOptions struct {
 	// Rerank is how many of the best int8 candidates are rescored in
 	// float32 (0: max(10 K, 100)); a negative value keeps the int8 scores.
 	Rerank int
-	// Candidates, when positive, prunes: only the items whose global
-	// vectors are closest to the query's (see prune.go) are scored with
-	// the fine-grained alignment. 0 prunes to AutoCandidates for indexes
+	// Candidates, when positive, prunes: only that many items are scored
+	// with the fine-grained alignment, those that the inverted file of
+	// their vectors rates best (ivf.go; segments written without one, and
+	// the global scorings, use the items whose global vectors are closest
+	// to the query's, prune.go). 0 prunes to AutoCandidates for indexes
 	// of more than AutoPruneItems items and scores every item otherwise; a
 	// negative value never prunes.
 	Candidates int
+	// Probes is how many cells of each segment's inverted file a pruned
+	// search visits per query vector (0: AutoProbes). More probes find
+	// more of the exact results and take longer.
+	Probes int
+}
+
+// probes returns the number of cells probed per query vector.
+func (o *SearchOptions) probes() int {
+	if o == nil || o.Probes <= 0 {
+		return AutoProbes
+	}
+	return o.Probes
 }
 
 // Pruning defaults: an index of more than AutoPruneItems items (images for
-// a text query, captions for an image query) is searched through the
-// AutoCandidates items closest by global vector.
+// a text query, captions for an image query) is searched through
+// AutoCandidates candidates.
 const (
 	AutoPruneItems = 100_000
 	AutoCandidates = 3000
@@ -260,12 +274,21 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 	return rescore(ctx, segs, cand, q, s, queryIsText, k)
 }
 
-// rankPruned ranks the c items closest to the query by global vector:
-// with the fine-grained alignment on their int8 codes, then, for the best
-// o.rerank(), exactly in float32 (a global scoring rescores them all
-// exactly).
+// rankPruned ranks c candidates (from the inverted files for an alignment
+// scoring when every segment has one, else the c items closest to the
+// query by global vector): with the fine-grained alignment on their int8
+// codes, then, for the best o.rerank(), exactly in float32 (a global
+// scoring rescores them all exactly).
 func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
-	cands := globalCandidates(segs, q.GlobalOf(0), q.Dim, c)
+	var cands []candidate
+	if s.Alignment() && allIVF(segs) {
+		var err error
+		if cands, err = ivfCandidates(ctx, segs, q.Item(0), q.Dim, c, o.probes(), s, queryIsText); err != nil {
+			return nil, err
+		}
+	} else {
+		cands = globalCandidates(segs, q.GlobalOf(0), q.Dim, c)
+	}
 	hits := make([]model.Hit, len(cands))
 	for i, cd := range cands {
 		hits[i] = model.Hit{Index: cd.item}
@@ -290,6 +313,16 @@ func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s mod
 		return best, nil
 	}
 	return rescore(ctx, segs, best, q, s, queryIsText, o.k())
+}
+
+// allIVF reports whether every segment has an inverted file.
+func allIVF(segs []*segment) bool {
+	for _, s := range segs {
+		if s.ivf == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // scoreExact scores q against every item of segs in float32: the

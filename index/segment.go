@@ -53,6 +53,14 @@ const (
 	secSketch  = "sketch"  // uint64 x items x sketchWords(dim): sign bits of the global vectors
 	secGCodes  = "gcodes"  // int8 x items x codeDim(dim): the global vectors quantized
 	secGScales = "gscales" // float32 x items
+
+	// The inverted file of ivf.go, present when the header's cells > 0
+	// (segments written before it have none and are pruned by their
+	// global vectors).
+	secIVFCentroids = "ivf-centroids" // float32 x cells x dim
+	secIVFOffsets   = "ivf-offsets"   // int64 x (cells+1): cell c's vectors are ivf-vectors[off[c]:off[c+1]]
+	secIVFVectors   = "ivf-vectors"   // int32 x vectors: vector numbers, cell by cell, ascending within a cell
+	secIVFItems     = "ivf-items"     // int32 x vectors: the item of each entry of ivf-vectors
 )
 
 // section locates one array in a segment file.
@@ -68,12 +76,14 @@ type segmentHeader struct {
 	Items    int                `json:"items"`
 	Vectors  int                `json:"vectors"`
 	Dim      int                `json:"dim"`
-	Model    string             `json:"model"` // fingerprint of the model that encoded it
+	Model    string             `json:"model"`           // fingerprint of the model that encoded it
+	Cells    int                `json:"cells,omitempty"` // cells of the inverted file (0: none)
 	Sections map[string]section `json:"sections"`
 }
 
-// writeSegment writes e as a segment file at path, atomically.
-func writeSegment(path, modality, fingerprint string, e *model.Embeddings) error {
+// writeSegment writes e as a segment file at path, atomically, with an
+// inverted file of its vectors under qz (nil: one trained on e's vectors).
+func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *quantizer) error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -89,6 +99,16 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings) error
 	codes, scales := quantize(e.Vecs[first*d:last*d], d)
 	gcodes, gscales := quantize(e.Global[:n*d], d)
 	sketch := sketches(e.Global[:n*d], d)
+	if qz == nil {
+		qz = trainQuantizer(e.Vecs[first*d:last*d], d)
+	}
+	var cells int
+	var cents []float32
+	ivfOff, ivfVecs, ivfItems := []int64{0}, []int32(nil), []int32(nil)
+	if qz != nil {
+		cells, cents = qz.cells, qz.centroids
+		ivfOff, ivfVecs, ivfItems = ivfLists(qz.assign(e.Vecs[first*d:last*d]), e.Offsets[:n+1], cells)
+	}
 	arrays := []struct {
 		name string
 		data []byte
@@ -102,8 +122,13 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings) error
 		{secSketch, bytesOf(sketch)},
 		{secGCodes, bytesOf(gcodes)},
 		{secGScales, bytesOf(gscales)},
+		{secIVFCentroids, bytesOf(cents)},
+		{secIVFOffsets, bytesOf(ivfOff)},
+		{secIVFVectors, bytesOf(ivfVecs)},
+		{secIVFItems, bytesOf(ivfItems)},
 	}
-	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint, Sections: map[string]section{}}
+	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint,
+		Cells: cells, Sections: map[string]section{}}
 	// The header's size depends on the offsets it lists: lay the sections
 	// out after a generous header bound, then pad the header to it.
 	hdrCap := int64(1024)
@@ -163,6 +188,7 @@ type segment struct {
 	emb    *model.Embeddings // views into data
 	codes  *codeView         // the quantized vectors, views into data
 	global *globalView       // sketches and codes of the global vectors
+	ivf    *ivfView          // the inverted file of the vectors, or nil
 }
 
 // openSegment maps path and checks its structure and, unless skipCRC, the
@@ -224,6 +250,9 @@ func (s *segment) parse(skipCRC bool) error {
 	if h.Items < 0 || h.Vectors < 0 || h.Dim <= 0 || h.Dim > 1<<20 {
 		return fmt.Errorf("header: %d items, %d vectors, dimension %d", h.Items, h.Vectors, h.Dim)
 	}
+	if h.Cells < 0 || h.Cells > max(h.Vectors, 1) || h.Cells > 1<<16 {
+		return fmt.Errorf("header: inverted file of %d cells for %d vectors", h.Cells, h.Vectors)
+	}
 	want := map[string]int64{
 		secOffsets: 8 * int64(h.Items+1),
 		secPos:     4 * int64(h.Vectors),
@@ -234,6 +263,12 @@ func (s *segment) parse(skipCRC bool) error {
 		secSketch:  8 * int64(h.Items) * int64(sketchWords(h.Dim)),
 		secGCodes:  int64(h.Items) * int64(codeDim(h.Dim)),
 		secGScales: 4 * int64(h.Items),
+	}
+	if h.Cells > 0 {
+		want[secIVFCentroids] = 4 * int64(h.Cells) * int64(h.Dim)
+		want[secIVFOffsets] = 8 * int64(h.Cells+1)
+		want[secIVFVectors] = 4 * int64(h.Vectors)
+		want[secIVFItems] = 4 * int64(h.Vectors)
 	}
 	raw := map[string][]byte{}
 	for name, size := range want {
@@ -271,6 +306,15 @@ func (s *segment) parse(skipCRC bool) error {
 	if e.Offsets[h.Items] != h.Vectors {
 		return fmt.Errorf("section %q: offsets end at %d, the segment has %d vectors", secOffsets, e.Offsets[h.Items], h.Vectors)
 	}
+	if h.Cells > 0 {
+		v := &ivfView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
+			off: sliceOf[int64](raw[secIVFOffsets]), vecs: sliceOf[int32](raw[secIVFVectors]),
+			items: sliceOf[int32](raw[secIVFItems]), id: h.Sections[secIVFCentroids].CRC32C}
+		if err := v.check(e.Offsets); err != nil {
+			return err
+		}
+		s.ivf = v
+	}
 	s.emb = e
 	s.codes = &codeView{cd: codeDim(h.Dim), codes: sliceOf[int8](raw[secCodes]), scales: sliceOf[float32](raw[secScales]), offsets: e.Offsets}
 	s.global = &globalView{sketch: sliceOf[uint64](raw[secSketch]), words: sketchWords(h.Dim), cd: codeDim(h.Dim),
@@ -287,7 +331,7 @@ func (s *segment) close() error {
 	if s.mapped {
 		err = mmap.Unmap(s.data)
 	}
-	s.data, s.emb, s.codes, s.global = nil, nil, nil, nil
+	s.data, s.emb, s.codes, s.global, s.ivf = nil, nil, nil, nil, nil
 	return err
 }
 
@@ -295,7 +339,7 @@ func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
 // bytesOf views a slice of fixed-size numbers as its little-endian bytes
 // (the machines xmr supports are little-endian; see hostLE).
-func bytesOf[T uint64 | int64 | int32 | int8 | float32](v []T) []byte {
+func bytesOf[T uint64 | int64 | int32 | uint16 | int8 | float32](v []T) []byte {
 	if len(v) == 0 {
 		return nil
 	}
@@ -304,7 +348,7 @@ func bytesOf[T uint64 | int64 | int32 | int8 | float32](v []T) []byte {
 
 // sliceOf views little-endian bytes (64-byte aligned in a mapping) as a
 // slice of numbers.
-func sliceOf[T uint64 | int64 | int32 | int8 | float32](b []byte) []T {
+func sliceOf[T uint64 | int64 | int32 | uint16 | int8 | float32](b []byte) []T {
 	var zero T
 	n := len(b) / int(unsafe.Sizeof(zero))
 	if n == 0 {

@@ -42,7 +42,8 @@ type Writer struct {
 	man   Manifest  // the manifest Commit publishes
 	imgs  []imageEntry
 	caps  []captionEntry
-	files []string // written by this Writer, removed by Abort
+	files []string              // written by this Writer, removed by Abort
+	qz    map[string]*quantizer // per modality: trained on the first batch, shared by the rest
 	lock  *lockfile.Lock
 	done  bool
 }
@@ -196,7 +197,15 @@ func (w *Writer) addSegment(modality string, e *model.Embeddings) (string, error
 	name := w.segmentName(modality)
 	path := filepath.Join(w.dir, name)
 	w.files = append(w.files, path)
-	if err := writeSegment(path, modality, w.fp, e); err != nil {
+	if w.qz == nil {
+		w.qz = map[string]*quantizer{}
+	}
+	qz := w.qz[modality]
+	if qz == nil && e.Len() > 0 {
+		qz = trainQuantizer(e.Vecs[e.Offsets[0]*e.Dim:e.Offsets[e.Len()]*e.Dim], e.Dim)
+		w.qz[modality] = qz
+	}
+	if err := writeSegment(path, modality, w.fp, e, qz); err != nil {
 		return "", err
 	}
 	ref := SegmentRef{File: name, Items: e.Len(), Vectors: 0}

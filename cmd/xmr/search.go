@@ -24,6 +24,7 @@ var searchFlags struct {
 	exact      bool
 	rerank     int
 	candidates int
+	probes     int
 }
 
 func init() {
@@ -45,7 +46,8 @@ func init() {
 			fs.BoolVar(&searchFlags.json, "json", false, "print the results as one JSON object")
 			fs.BoolVar(&searchFlags.exact, "exact", false, "score every item exhaustively with the float32 vectors (default: int8 codes, then the best --rerank rescored in float32)")
 			fs.IntVar(&searchFlags.rerank, "rerank", 0, "how many of the best int8 candidates to rescore in float32 (0: max(10k, 100); -1: none)")
-			fs.IntVar(&searchFlags.candidates, "candidates", 0, fmt.Sprintf("prune to the N items closest by global vector before the fine-grained scoring (0: %d when the index has more than %d items, else all; -1: never)", index.AutoCandidates, index.AutoPruneItems))
+			fs.IntVar(&searchFlags.candidates, "candidates", 0, fmt.Sprintf("prune to N candidates before the fine-grained scoring: those the inverted file rates best (global scorings, and indexes without one: those closest by global vector) (0: %d when the index has more than %d items, else all; -1: never)", index.AutoCandidates, index.AutoPruneItems))
+			fs.IntVar(&searchFlags.probes, "probes", 0, fmt.Sprintf("when pruning, how many cells of the inverted file each query vector probes (0: %d)", index.AutoProbes))
 		},
 		run: runSearch,
 	})
@@ -73,7 +75,7 @@ func runSearch(ctx context.Context, args []string) error {
 	case f.k <= 0:
 		return usageErrorf("-k must be positive, is %d", f.k)
 	}
-	opts := &index.SearchOptions{K: f.k, Explain: f.explain, Exact: f.exact, Rerank: f.rerank, Candidates: f.candidates}
+	opts := &index.SearchOptions{K: f.k, Explain: f.explain, Exact: f.exact, Rerank: f.rerank, Candidates: f.candidates, Probes: f.probes}
 	if f.pooling != "" {
 		s, err := model.ParseScoring(f.pooling)
 		if err != nil {
