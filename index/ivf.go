@@ -79,7 +79,7 @@ type quantizer struct {
 	centroids []float32 // cells x d
 	id        uint32    // CRC-32C of the centroids: segments sharing it share the query's table
 	groups    int
-	groupCent []float32 // groups x d
+	groupCent []float32       // groups x d
 	members   [][]int32       // cells of each group
 	packed    []*packedFloats // the centroids of each group's cells, packed for dotsInto
 }
