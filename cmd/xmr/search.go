@@ -46,7 +46,7 @@ func init() {
 			fs.BoolVar(&searchFlags.json, "json", false, "print the results as one JSON object")
 			fs.BoolVar(&searchFlags.exact, "exact", false, "score every item exhaustively with the float32 vectors (default: 4-bit PQ codes, then the best --rerank rescored in float32)")
 			fs.BoolVar(&searchFlags.int8, "int8", false, "score on the int8 codes instead of the 4-bit PQ codes")
-			fs.IntVar(&searchFlags.rerank, "rerank", 0, "how many of the best compressed-code candidates to rescore in float32 (0: max(10k, 100); -1: none)")
+			fs.IntVar(&searchFlags.rerank, "rerank", 0, "how many of the best compressed-code candidates to rescore in float32 (0: max(10k, 300) on PQ codes, max(10k, 100) on int8; -1: none)")
 			fs.IntVar(&searchFlags.candidates, "candidates", 0, fmt.Sprintf("prune to the N items closest by global vector before the fine-grained scoring (0: %d when the index has more than %d items, else all; -1: never)", index.AutoCandidates, index.AutoPruneItems))
 		},
 		run: runSearch,
