@@ -114,10 +114,10 @@ func trainQuantizer(vecs []float32, d int) *quantizer {
 		return nil
 	}
 	cells := ivfCells(n)
-	qz := &quantizer{cells: cells, d: d, centroids: kmeans(vecs, d, strided(n, cells*ivfSample), cells)}
+	qz := &quantizer{cells: cells, d: d, centroids: sphericalKmeans(vecs, d, strided(n, cells*ivfSample), cells)}
 	qz.id = crc32.Checksum(bytesOf(qz.centroids), crcTable)
 	qz.groups = 1 << ((bits.Len(uint(cells)) - 1 + 1) / 2) // about sqrt(cells)
-	qz.groupCent = kmeans(qz.centroids, d, strided(cells, cells), qz.groups)
+	qz.groupCent = sphericalKmeans(qz.centroids, d, strided(cells, cells), qz.groups)
 	qz.members = make([][]int32, qz.groups)
 	for c, g := range assignSerial(qz.centroids, d, qz.groupCent, qz.groups) {
 		qz.members[g] = append(qz.members[g], int32(c))
@@ -273,11 +273,11 @@ func strided(n, m int) []int {
 	return out
 }
 
-// kmeans runs spherical k-means (dot-product assignment, centroids
+// sphericalKmeans runs spherical k-means (dot-product assignment, centroids
 // renormalised) on the sample rows of vecs and returns k unit centroids,
 // k x d. It starts from k rows spread evenly over the sample; a centroid
 // that loses all its rows keeps its place.
-func kmeans(vecs []float32, d int, sample []int, k int) []float32 {
+func sphericalKmeans(vecs []float32, d int, sample []int, k int) []float32 {
 	rows := make([]float32, len(sample)*d)
 	for j, i := range sample {
 		copy(rows[j*d:], vecs[i*d:(i+1)*d])

@@ -15,11 +15,11 @@ import (
 	"github.com/xmr-project/xmr/model"
 )
 
-// clustered returns n items of k vectors each, at dimension d: each item
+// clusteredItems returns n items of k vectors each, at dimension d: each item
 // shows 2 of the objects (random unit directions), each seen by k/4
 // vectors near it; the other vectors are random. It also returns the
 // objects of each item.
-func clustered(rng *rand.Rand, n, k, d int, objects [][]float32) (*model.Embeddings, [][]int) {
+func clusteredItems(rng *rand.Rand, n, k, d int, objects [][]float32) (*model.Embeddings, [][]int) {
 	e := &model.Embeddings{Dim: d, Offsets: []int{0}}
 	var objs [][]int
 	for i := 0; i < n; i++ {
@@ -126,7 +126,7 @@ func TestQuantizerAssign(t *testing.T) {
 		objects = append(objects, randomUnit(rng, d))
 	}
 	for _, n := range []int{40, 3000} {
-		e, _ := clustered(rng, n, 8, d, objects)
+		e, _ := clusteredItems(rng, n, 8, d, objects)
 		qz := trainQuantizer(e.Vecs, d)
 		got := qz.assign(e.Vecs)
 		want := assignSerial(e.Vecs, d, qz.centroids, qz.cells)
@@ -231,7 +231,7 @@ func TestIVFSearchFindsExactTop(t *testing.T) {
 	for range 400 {
 		objects = append(objects, randomUnit(rng, d))
 	}
-	e, objs := clustered(rng, n, 12, d, objects)
+	e, objs := clusteredItems(rng, n, 12, d, objects)
 	m := stubModelOf(t, d)
 	dir := t.TempDir()
 	w, err := NewWriter(dir, m, Create)

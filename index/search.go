@@ -20,11 +20,16 @@ type SearchOptions struct {
 	// region and its cosine: the alignment behind the score.
 	Explain bool
 	// Exact scores every item with its float32 vectors. By default,
-	// alignment scorings run on the int8 codes, and the best Rerank
+	// alignment scorings run on the 4-bit product-quantised codes (pq.go;
+	// the int8 codes in segments of format version 1), and the best Rerank
 	// candidates are scored again, exactly, in float32.
 	Exact bool
-	// Rerank is how many of the best int8 candidates are rescored in
-	// float32 (0: max(10 K, 100)); a negative value keeps the int8 scores.
+	// Int8 scores on the int8 codes instead of the product-quantised ones.
+	Int8 bool
+	// Rerank is how many of the best compressed-code candidates are
+	// rescored in float32 (0: max(10 K, 100) on the int8 codes, max(10 K,
+	// 300) on the product-quantised ones, whose scores are coarser); a
+	// negative value keeps the compressed scores.
 	Rerank int
 	// Candidates, when positive, prunes: only that many items are scored
 	// with the fine-grained alignment, those that the inverted file of
@@ -257,21 +262,45 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 		}
 		return model.TopK(scores, k), nil
 	}
-	pq := packQuery(q.Item(0), q.Dim)
-	var scores []float32
-	for _, seg := range segs {
-		sc, err := scoreCodes(ctx, seg.codes, pq, s, queryIsText)
-		if err != nil {
-			return nil, fmt.Errorf("search %s: %w", seg.path, err)
-		}
-		scores = append(scores, sc...)
+	scores, pq, err := scoreCompressed(ctx, segs, q, s, queryIsText, o != nil && o.Int8)
+	if err != nil {
+		return nil, err
 	}
 	r := o.rerank()
+	if pq && (o == nil || o.Rerank == 0) {
+		r = max(r, pqRerank)
+	}
 	if r == 0 {
 		return model.TopK(scores, k), nil
 	}
 	cand := model.TopK(scores, r)
 	return rescore(ctx, segs, cand, q, s, queryIsText, k)
+}
+
+// scoreCompressed scores q against every item of segs on their compressed
+// codes: the product-quantised ones (pq.go) unless int8 is asked for or a
+// segment (format version 1) has none; pq says which.
+func scoreCompressed(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText, int8 bool) (scores []float32, pq bool, err error) {
+	for _, seg := range segs {
+		int8 = int8 || seg.pq == nil
+	}
+	var packed *packedQuery
+	if int8 {
+		packed = packQuery(q.Item(0), q.Dim)
+	}
+	for _, seg := range segs {
+		var sc []float32
+		if int8 {
+			sc, err = scoreCodes(ctx, seg.codes, packed, s, queryIsText)
+		} else {
+			sc, err = scorePQ(ctx, seg.pq, seg.pq.cb.pqLUTs(q.Item(0)), s, queryIsText)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("search %s: %w", seg.path, err)
+		}
+		scores = append(scores, sc...)
+	}
+	return scores, !int8, nil
 }
 
 // rankPruned ranks c candidates (from the inverted files for an alignment

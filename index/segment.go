@@ -32,11 +32,14 @@ import (
 // memory-mapped file is used in place.
 
 const (
-	segMagic      = "XMRSEG\r\n"
-	segVersion    = 1
-	segPrefix     = 64
-	sectionAlign  = 64
-	maxHeaderSize = 1 << 20
+	segMagic   = "XMRSEG\r\n"
+	segVersion = 2
+	// segVersionInt8 is the previous layout (no product-quantised codes),
+	// still read: its segments are scored on the int8 codes.
+	segVersionInt8 = 1
+	segPrefix      = 64
+	sectionAlign   = 64
+	maxHeaderSize  = 1 << 20
 )
 
 // crcTable is CRC-32C (Castagnoli), hardware-accelerated on amd64 and arm64.
@@ -61,7 +64,16 @@ const (
 	secIVFOffsets   = "ivf-offsets"   // int64 x (cells+1): cell c's vectors are ivf-vectors[off[c]:off[c+1]]
 	secIVFVectors   = "ivf-vectors"   // int32 x vectors: vector numbers, cell by cell, ascending within a cell
 	secIVFItems     = "ivf-items"     // int32 x vectors: the item of each entry of ivf-vectors
+	// Version 2 (pq.go): the 4-bit product-quantised codes.
+	secPQCodebook = "pqcodebook" // float32 x subspaces x 16 x dsub: the centroids
+	secPQCodes    = "pqcodes"    // uint8 x pqBlocks(vectors) x 16 subspaces: the codes, in the kernel's blocks
 )
+
+// pqHeader is the product quantiser's shape in a segment header.
+type pqHeader struct {
+	Subspaces int `json:"subspaces"`
+	Dsub      int `json:"dsub"` // elements per subspace
+}
 
 // section locates one array in a segment file.
 type section struct {
@@ -78,6 +90,7 @@ type segmentHeader struct {
 	Dim      int                `json:"dim"`
 	Model    string             `json:"model"`           // fingerprint of the model that encoded it
 	Cells    int                `json:"cells,omitempty"` // cells of the inverted file (0: none)
+	PQ       *pqHeader          `json:"pq,omitempty"`
 	Sections map[string]section `json:"sections"`
 }
 
@@ -109,6 +122,8 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 		cells, cents = qz.cells, qz.centroids
 		ivfOff, ivfVecs, ivfItems = ivfLists(qz.assign(e.Vecs[first*d:last*d]), e.Offsets[:n+1], cells)
 	}
+	cb := trainPQ(e.Vecs[first*d:last*d], d, pqDsubFor(d))
+	pqCodes := cb.encode(e.Vecs[first*d : last*d])
 	arrays := []struct {
 		name string
 		data []byte
@@ -126,9 +141,11 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 		{secIVFOffsets, bytesOf(ivfOff)},
 		{secIVFVectors, bytesOf(ivfVecs)},
 		{secIVFItems, bytesOf(ivfItems)},
+		{secPQCodebook, bytesOf(cb.centroids)},
+		{secPQCodes, pqCodes},
 	}
 	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint,
-		Cells: cells, Sections: map[string]section{}}
+		Cells: cells, Sections: map[string]section{}, PQ: &pqHeader{Subspaces: cb.m, Dsub: cb.dsub}}
 	// The header's size depends on the offsets it lists: lay the sections
 	// out after a generous header bound, then pad the header to it.
 	hdrCap := int64(1024)
@@ -189,6 +206,7 @@ type segment struct {
 	codes  *codeView         // the quantized vectors, views into data
 	global *globalView       // sketches and codes of the global vectors
 	ivf    *ivfView          // the inverted file of the vectors, or nil
+	pq     *pqView           // the product-quantised vectors; nil in a version 1 segment
 }
 
 // openSegment maps path and checks its structure and, unless skipCRC, the
@@ -232,8 +250,9 @@ func (s *segment) parse(skipCRC bool) error {
 	if string(b[:8]) != segMagic {
 		return fmt.Errorf("not an xmr index segment (magic %q, want %q)", b[:8], segMagic)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != segVersion {
-		return fmt.Errorf("format version %d; this xmr reads version %d: rebuild the index with this xmr", v, segVersion)
+	version := binary.LittleEndian.Uint32(b[8:])
+	if version != segVersion && version != segVersionInt8 {
+		return fmt.Errorf("format version %d; this xmr reads versions %d and %d: rebuild the index with this xmr", version, segVersionInt8, segVersion)
 	}
 	hl := int64(binary.LittleEndian.Uint32(b[12:]))
 	if hl > maxHeaderSize || segPrefix+hl > int64(len(b)) {
@@ -269,6 +288,13 @@ func (s *segment) parse(skipCRC bool) error {
 		want[secIVFOffsets] = 8 * int64(h.Cells+1)
 		want[secIVFVectors] = 4 * int64(h.Vectors)
 		want[secIVFItems] = 4 * int64(h.Vectors)
+	}
+	if version >= segVersion {
+		if err := checkPQ(h); err != nil {
+			return err
+		}
+		want[secPQCodebook] = 4 * int64(h.PQ.Subspaces) * pqCentroids * int64(h.PQ.Dsub)
+		want[secPQCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(h.PQ.Subspaces)
 	}
 	raw := map[string][]byte{}
 	for name, size := range want {
@@ -319,6 +345,10 @@ func (s *segment) parse(skipCRC bool) error {
 	s.codes = &codeView{cd: codeDim(h.Dim), codes: sliceOf[int8](raw[secCodes]), scales: sliceOf[float32](raw[secScales]), offsets: e.Offsets}
 	s.global = &globalView{sketch: sliceOf[uint64](raw[secSketch]), words: sketchWords(h.Dim), cd: codeDim(h.Dim),
 		codes: sliceOf[int8](raw[secGCodes]), scales: sliceOf[float32](raw[secGScales])}
+	if h.PQ != nil && version >= segVersion {
+		cb := &pqCodebook{dim: h.Dim, dsub: h.PQ.Dsub, m: h.PQ.Subspaces, centroids: sliceOf[float32](raw[secPQCodebook])}
+		s.pq = &pqView{cb: cb, codes: raw[secPQCodes], offsets: e.Offsets}
+	}
 	return nil
 }
 
@@ -331,7 +361,7 @@ func (s *segment) close() error {
 	if s.mapped {
 		err = mmap.Unmap(s.data)
 	}
-	s.data, s.emb, s.codes, s.global, s.ivf = nil, nil, nil, nil, nil
+	s.data, s.emb, s.codes, s.global, s.ivf, s.pq = nil, nil, nil, nil, nil, nil
 	return err
 }
 
@@ -339,7 +369,7 @@ func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
 // bytesOf views a slice of fixed-size numbers as its little-endian bytes
 // (the machines xmr supports are little-endian; see hostLE).
-func bytesOf[T uint64 | int64 | int32 | uint16 | int8 | float32](v []T) []byte {
+func bytesOf[T uint64 | int64 | int32 | uint16 | int8 | uint8 | float32](v []T) []byte {
 	if len(v) == 0 {
 		return nil
 	}
@@ -348,7 +378,7 @@ func bytesOf[T uint64 | int64 | int32 | uint16 | int8 | float32](v []T) []byte {
 
 // sliceOf views little-endian bytes (64-byte aligned in a mapping) as a
 // slice of numbers.
-func sliceOf[T uint64 | int64 | int32 | uint16 | int8 | float32](b []byte) []T {
+func sliceOf[T uint64 | int64 | int32 | uint16 | int8 | uint8 | float32](b []byte) []T {
 	var zero T
 	n := len(b) / int(unsafe.Sizeof(zero))
 	if n == 0 {

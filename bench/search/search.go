@@ -336,6 +336,8 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 	}
 	f32Img, f32Cap := float64(p.images*p.regions*d*4), float64(p.captions*p.words*d*4)
 	i8Img, i8Cap := float64(p.images*p.regions*(d+4)), float64(p.captions*p.words*(d+4))
+	pqVec, pqBook := index.PQBytes(d)
+	pqImg, pqCap := float64(p.images*p.regions*pqVec), float64(p.captions*p.words*pqVec)
 	shape := fmt.Sprintf("%d-word query vs %d images x %d regions, d=%d", p.words, p.images, p.regions, d)
 	shapeI := fmt.Sprintf("%d-region image vs %d captions x %d words, d=%d", p.regions, p.captions, p.words, d)
 	cases := []struct {
@@ -349,10 +351,14 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 	}{
 		{"search/t2i float32", true, &index.SearchOptions{Exact: true, Candidates: -1}, f32Img, shape, func(r *peerResult) float64 { return r.T2IMS }, true},
 		{"search/i2t float32", false, &index.SearchOptions{Exact: true, Candidates: -1}, f32Cap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, true},
-		{"search/t2i int8", true, &index.SearchOptions{Rerank: -1, Candidates: -1}, i8Img, shape, func(r *peerResult) float64 { return r.T2IMS }, true},
-		{"search/i2t int8", false, &index.SearchOptions{Rerank: -1, Candidates: -1}, i8Cap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, true},
-		{"search/t2i int8+rerank100", true, &index.SearchOptions{Candidates: -1}, i8Img, shape, func(r *peerResult) float64 { return r.T2IMS }, false},
-		{"search/i2t int8+rerank100", false, &index.SearchOptions{Candidates: -1}, i8Cap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, false},
+		{"search/t2i int8", true, &index.SearchOptions{Int8: true, Rerank: -1, Candidates: -1}, i8Img, shape, func(r *peerResult) float64 { return r.T2IMS }, true},
+		{"search/i2t int8", false, &index.SearchOptions{Int8: true, Rerank: -1, Candidates: -1}, i8Cap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, true},
+		{"search/t2i int8+rerank100", true, &index.SearchOptions{Int8: true, Candidates: -1}, i8Img, shape, func(r *peerResult) float64 { return r.T2IMS }, false},
+		{"search/i2t int8+rerank100", false, &index.SearchOptions{Int8: true, Candidates: -1}, i8Cap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, false},
+		{"search/t2i pq4", true, &index.SearchOptions{Rerank: -1, Candidates: -1}, pqImg, shape, func(r *peerResult) float64 { return r.T2IMS }, false},
+		{"search/i2t pq4", false, &index.SearchOptions{Rerank: -1, Candidates: -1}, pqCap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, false},
+		{"search/t2i pq4+rerank", true, &index.SearchOptions{Candidates: -1}, pqImg, shape, func(r *peerResult) float64 { return r.T2IMS }, false},
+		{"search/i2t pq4+rerank", false, &index.SearchOptions{Candidates: -1}, pqCap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, false},
 	}
 	for _, c := range cases {
 		q := imageQ
@@ -378,6 +384,10 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 	}
 	opts.Emit(bench.Result{Name: "search/int8", Metric: "bytes per image", Value: float64(p.regions * (d + 4)), Unit: "B",
 		Note: fmt.Sprintf("%d regions x (%d codes + a float32 scale); float32: %d B (%.3f of it)", p.regions, d, p.regions*d*4, float64(d+4)/float64(4*d))})
+	pqPer := float64(p.regions*pqVec) + float64(pqBook)/float64(p.images)
+	opts.Emit(bench.Result{Name: "search/pq4", Metric: "bytes per image", Value: pqPer, Unit: "B",
+		Note: fmt.Sprintf("%d regions x %d B of 4-bit codes + the segment's %d-B codebook shared by %d images; float32: %d B (%.3f of it)",
+			p.regions, pqVec, pqBook, p.images, p.regions*d*4, pqPer/float64(p.regions*d*4))})
 	// The paper's GPU figures: 1K images per text query, 5K captions per
 	// image query.
 	small := min(1000, p.images)
@@ -396,7 +406,7 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 		for _, o := range []struct {
 			label string
 			o     *index.SearchOptions
-		}{{"float32", &index.SearchOptions{Exact: true}}, {"int8+rerank100", &index.SearchOptions{}}} {
+		}{{"float32", &index.SearchOptions{Exact: true}}, {"int8+rerank100", &index.SearchOptions{Int8: true}}, {"pq4+rerank", &index.SearchOptions{}}} {
 			ms, err := timeSearch(ctx, ix2, c.q, c.text, o.o, p.reps)
 			if err != nil {
 				return err
@@ -445,17 +455,18 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 	for _, v := range []struct {
 		label string
 		o     index.SearchOptions
-	}{{"float32", index.SearchOptions{Exact: true}}, {"int8", index.SearchOptions{Rerank: -1}}, {"int8+rerank100", index.SearchOptions{}}} {
+	}{{"float32", index.SearchOptions{Exact: true}}, {"int8", index.SearchOptions{Int8: true, Rerank: -1}}, {"int8+rerank100", index.SearchOptions{Int8: true}},
+		{"pq4", index.SearchOptions{Rerank: -1}}, {"pq4+rerank", index.SearchOptions{}}} {
 		var t2i, i2t [3]float64
 		for cIdx, cp := range s.Captions {
-			res, err := ix.SearchText(ctx, cp, &index.SearchOptions{K: 10, Exact: v.o.Exact, Rerank: v.o.Rerank, Candidates: -1})
+			res, err := ix.SearchText(ctx, cp, &index.SearchOptions{K: 10, Exact: v.o.Exact, Int8: v.o.Int8, Rerank: v.o.Rerank, Candidates: -1})
 			if err != nil {
 				return err
 			}
 			addRecall(&t2i, res, func(r index.Result) bool { return r.Item == s.ImageOf(cIdx) })
 		}
 		for i := 0; i < s.NumImages(); i++ {
-			res, err := ix.Search(ctx, imgEmb.Slice(i, i+1), false, &index.SearchOptions{K: 10, Exact: v.o.Exact, Rerank: v.o.Rerank, Candidates: -1})
+			res, err := ix.Search(ctx, imgEmb.Slice(i, i+1), false, &index.SearchOptions{K: 10, Exact: v.o.Exact, Int8: v.o.Int8, Rerank: v.o.Rerank, Candidates: -1})
 			if err != nil {
 				return err
 			}

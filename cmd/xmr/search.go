@@ -22,6 +22,7 @@ var searchFlags struct {
 	explain    bool
 	json       bool
 	exact      bool
+	int8       bool
 	rerank     int
 	candidates int
 	probes     int
@@ -44,8 +45,9 @@ func init() {
 			fs.StringVar(&searchFlags.pooling, "pooling", "", "override the model's scoring: global, MrSw, MwSr, Symm or MrAvgw")
 			fs.BoolVar(&searchFlags.explain, "explain", false, "show, for each result, every word's best region and its cosine")
 			fs.BoolVar(&searchFlags.json, "json", false, "print the results as one JSON object")
-			fs.BoolVar(&searchFlags.exact, "exact", false, "score every item exhaustively with the float32 vectors (default: int8 codes, then the best --rerank rescored in float32)")
-			fs.IntVar(&searchFlags.rerank, "rerank", 0, "how many of the best int8 candidates to rescore in float32 (0: max(10k, 100); -1: none)")
+			fs.BoolVar(&searchFlags.exact, "exact", false, "score every item exhaustively with the float32 vectors (default: 4-bit PQ codes, then the best --rerank rescored in float32)")
+			fs.BoolVar(&searchFlags.int8, "int8", false, "score on the int8 codes instead of the 4-bit PQ codes")
+			fs.IntVar(&searchFlags.rerank, "rerank", 0, "how many of the best compressed-code candidates to rescore in float32 (0: max(10k, 300) on PQ codes, max(10k, 100) on int8; -1: none)")
 			fs.IntVar(&searchFlags.candidates, "candidates", 0, fmt.Sprintf("prune to N candidates before the fine-grained scoring: those the inverted file rates best (global scorings, and indexes without one: those closest by global vector) (0: %d when the index has more than %d items, else all; -1: never)", index.AutoCandidates, index.AutoPruneItems))
 			fs.IntVar(&searchFlags.probes, "probes", 0, fmt.Sprintf("when pruning, how many cells of the inverted file each query vector probes (0: %d)", index.AutoProbes))
 		},
@@ -75,7 +77,7 @@ func runSearch(ctx context.Context, args []string) error {
 	case f.k <= 0:
 		return usageErrorf("-k must be positive, is %d", f.k)
 	}
-	opts := &index.SearchOptions{K: f.k, Explain: f.explain, Exact: f.exact, Rerank: f.rerank, Candidates: f.candidates, Probes: f.probes}
+	opts := &index.SearchOptions{K: f.k, Explain: f.explain, Exact: f.exact, Int8: f.int8, Rerank: f.rerank, Candidates: f.candidates, Probes: f.probes}
 	if f.pooling != "" {
 		s, err := model.ParseScoring(f.pooling)
 		if err != nil {

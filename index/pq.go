@@ -1,0 +1,451 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+
+	"github.com/xmr-project/xmr/model"
+)
+
+// This file holds the 4-bit product-quantisation ("fast-scan") path, the
+// default compressed scoring of segments of format version 2:
+//
+//   - every vector is cut into pqSubspaces(dim, dsub) subspaces of dsub
+//     elements (the last ones padded with zeros); a codebook of 16
+//     centroids per subspace, trained by k-means on the segment's vectors
+//     when it is written, gives each subvector a 4-bit code (the nearest
+//     centroid);
+//   - a query vector becomes, per subspace, a table of its 16 dot products
+//     with the centroids, quantised to uint8 (at most 127, so that two
+//     look-ups add in a byte) with one scale and one bias per query vector;
+//   - the kernel (fastscan_amd64.s: VPSHUFB looks up 32 codes at once in a
+//     16-entry table held in a register) adds the tables' entries over the
+//     subspaces in uint16 for blocks of 32 item vectors and two query
+//     vectors at a time; scale * sum + bias estimates the dot product, and
+//     the estimates are pooled as the int8 path pools them.
+//
+// Codes are laid out for the kernel in blocks of 32 vectors (the last
+// block padded with zero codes). A block is m/2 groups of 32 bytes, one
+// group per pair of subspaces (2p, 2p+1): byte j < 16 holds the codes of
+// subspace 2p of vectors j (low nibble) and j+16 (high nibble); byte 16+j
+// the same for subspace 2p+1. A query vector's tables are laid out the
+// same way: 32 bytes per pair, the 16 entries of subspace 2p then those of
+// subspace 2p+1.
+
+// PQ limits: pqMaxSubspaces keeps the kernel's uint16 sums exact (at most
+// 512 x 127 < 65536); the subspace count is a multiple of 4 (the kernel
+// takes two pairs of subspaces per step).
+const (
+	pqCentroids    = 16
+	pqBlock        = 32
+	pqMaxSubspaces = 512
+	pqMaxEntry     = 127
+	// pqDefaultDsub is the subspace width segments are written with (see
+	// pqDsubFor).
+	pqDefaultDsub = 4
+	// pqTrainVectors caps the sample the codebooks are trained on;
+	// pqIterations is the number of k-means iterations.
+	pqTrainVectors = 16384
+	pqIterations   = 12
+	// pqRerank is the least number of candidates the PQ path rescores in
+	// float32 by default (SearchOptions.Rerank).
+	pqRerank = 300
+)
+
+// pqShape returns the subspace width and count for vectors of dim: the
+// width is at least dsub and wide enough that the count stays within
+// pqMaxSubspaces; the count covers dim and is a multiple of 4.
+func pqShape(dim, dsub int) (width, subspaces int) {
+	width = max(dsub, (dim+pqMaxSubspaces-1)/pqMaxSubspaces)
+	for {
+		subspaces = ((dim+width-1)/width + 3) / 4 * 4
+		if subspaces <= pqMaxSubspaces {
+			return width, subspaces
+		}
+		width++
+	}
+}
+
+// pqDsubFor returns the subspace width asked of pqShape for vectors of
+// dim: pqDefaultDsub, narrower below 256 dimensions so that there are
+// about 64 subspaces or, below 64 dimensions, one per element (a handful
+// of 4-bit subspaces cannot tell vectors apart).
+func pqDsubFor(dim int) int { return max(1, min(pqDefaultDsub, dim/64)) }
+
+// pqBlocks returns how many blocks of 32 hold n vectors.
+func pqBlocks(n int) int { return (n + pqBlock - 1) / pqBlock }
+
+// pqCodebook is a trained product quantiser: centroids[(s*16+c)*dsub+k] is
+// element k of centroid c of subspace s.
+type pqCodebook struct {
+	dim, dsub, m int
+	centroids    []float32
+}
+
+// sub returns subspace s of vector v (of length dim) in buf, zero-padded
+// to dsub elements.
+func (cb *pqCodebook) sub(v []float32, s int, buf []float32) []float32 {
+	lo := s * cb.dsub
+	clear(buf)
+	if lo < len(v) {
+		copy(buf, v[lo:min(lo+cb.dsub, len(v))])
+	}
+	return buf
+}
+
+// trainPQ trains a codebook with subspaces of about dsub elements (see
+// pqShape) on vecs (rows of dim) by k-means: a deterministic sample of at
+// most pqTrainVectors vectors, 16 centroids per subspace, pqIterations
+// iterations, the subspaces in parallel.
+func trainPQ(vecs []float32, dim, dsub int) *pqCodebook {
+	w, m := pqShape(dim, dsub)
+	cb := &pqCodebook{dim: dim, dsub: w, m: m, centroids: make([]float32, m*pqCentroids*w)}
+	n := len(vecs) / dim
+	if n == 0 {
+		return cb
+	}
+	step := max(1, n/pqTrainVectors)
+	var sample []int
+	for i := 0; i < n && len(sample) < pqTrainVectors; i += step {
+		sample = append(sample, i)
+	}
+	parallel(m, func(s int) {
+		pts := make([]float32, len(sample)*w)
+		for i, r := range sample {
+			cb.sub(vecs[r*dim:(r+1)*dim], s, pts[i*w:(i+1)*w])
+		}
+		kmeans(pts, w, cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], uint64(s))
+	})
+	return cb
+}
+
+// kmeans clusters the points (rows of w) into len(cent)/w centroids,
+// written to cent. With fewer distinct points than centroids, points
+// repeat.
+func kmeans(pts []float32, w int, cent []float32, seed uint64) {
+	n, k := len(pts)/w, len(cent)/w
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	perm := rng.Perm(n)
+	for c := 0; c < k; c++ {
+		copy(cent[c*w:(c+1)*w], pts[perm[c%n]*w:])
+	}
+	assign := make([]int, n)
+	sums := make([]float64, k*w)
+	counts := make([]int, k)
+	for range pqIterations {
+		for i := 0; i < n; i++ {
+			assign[i] = nearest(pts[i*w:(i+1)*w], cent, w)
+		}
+		clear(sums)
+		clear(counts)
+		for i, c := range assign {
+			counts[c]++
+			for j, x := range pts[i*w : (i+1)*w] {
+				sums[c*w+j] += float64(x)
+			}
+		}
+		for c := 0; c < k; c++ {
+			if counts[c] == 0 { // an empty cluster restarts at a random point
+				copy(cent[c*w:(c+1)*w], pts[rng.IntN(n)*w:])
+				continue
+			}
+			for j := 0; j < w; j++ {
+				cent[c*w+j] = float32(sums[c*w+j] / float64(counts[c]))
+			}
+		}
+	}
+}
+
+// nearest returns the index of the centroid (rows of w in cent) closest to
+// x in Euclidean distance; ties go to the lower index.
+func nearest(x, cent []float32, w int) int {
+	best, bestD := 0, float32(math.Inf(1))
+	for c := 0; c < len(cent)/w; c++ {
+		var d float32
+		for j, v := range x {
+			t := v - cent[c*w+j]
+			d += t * t
+		}
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// encode returns the codes of vecs (rows of dim) in the kernel's block
+// layout (see the top of this file), in parallel.
+func (cb *pqCodebook) encode(vecs []float32) []byte {
+	n := len(vecs) / cb.dim
+	nb := pqBlocks(n)
+	bs := 16 * cb.m // bytes per block
+	out := make([]byte, nb*bs)
+	parallel(nb, func(b int) {
+		buf := make([]float32, cb.dsub)
+		blk := out[b*bs : (b+1)*bs]
+		for i := 0; i < pqBlock && b*pqBlock+i < n; i++ {
+			v := vecs[(b*pqBlock+i)*cb.dim : (b*pqBlock+i+1)*cb.dim]
+			for s := 0; s < cb.m; s++ {
+				c := nearest(cb.sub(v, s, buf), cb.centroids[s*pqCentroids*cb.dsub:(s+1)*pqCentroids*cb.dsub], cb.dsub)
+				setCode(blk, s, i, byte(c))
+			}
+		}
+	})
+	return out
+}
+
+// setCode stores the 4-bit code c of subspace s of vector i (< 32) in the
+// block blk; code returns it.
+func setCode(blk []byte, s, i int, c byte) {
+	at := (s/2)*32 + (s%2)*16 + i%16
+	if i < 16 {
+		blk[at] = blk[at]&0xf0 | c
+	} else {
+		blk[at] = blk[at]&0x0f | c<<4
+	}
+}
+
+func code(blk []byte, s, i int) byte {
+	b := blk[(s/2)*32+(s%2)*16+i%16]
+	if i < 16 {
+		return b & 0x0f
+	}
+	return b >> 4
+}
+
+// parallel runs f(0), ..., f(n-1) on every core.
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for range min(n, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// pqQuery is a query's vectors as quantised look-up tables for one
+// codebook, in pairs of query vectors (the kernel's unit; an odd count is
+// padded with an all-zero table): the dot product of query vector q with
+// an item vector is estimated as scale[q] * sum + bias[q], sum being the
+// kernel's uint16 sum of the tables' entries at the item's codes.
+type pqQuery struct {
+	n, m        int
+	luts        [][]byte // per pair: 2 x 16m bytes
+	scale, bias []float32
+}
+
+// pqLUTs builds the tables of the query vectors vecs (rows of cb.dim).
+func (cb *pqCodebook) pqLUTs(vecs []float32) *pqQuery {
+	n := len(vecs) / cb.dim
+	pairs := (n + 1) / 2
+	q := &pqQuery{n: n, m: cb.m, scale: make([]float32, 2*pairs), bias: make([]float32, 2*pairs)}
+	for p := 0; p < pairs; p++ {
+		q.luts = append(q.luts, make([]byte, 2*16*cb.m))
+	}
+	t := make([]float32, cb.m*pqCentroids)
+	mins := make([]float32, cb.m)
+	buf := make([]float32, cb.dsub)
+	for v := 0; v < n; v++ {
+		x := vecs[v*cb.dim : (v+1)*cb.dim]
+		var span float32
+		var bias float64
+		for s := 0; s < cb.m; s++ {
+			sub := cb.sub(x, s, buf)
+			row := t[s*pqCentroids : (s+1)*pqCentroids]
+			for c := range row {
+				cent := cb.centroids[(s*pqCentroids+c)*cb.dsub:]
+				var d float32
+				for k, e := range sub {
+					d += e * cent[k]
+				}
+				row[c] = d
+			}
+			lo, hi := row[0], row[0]
+			for _, d := range row[1:] {
+				lo, hi = min(lo, d), max(hi, d)
+			}
+			mins[s] = lo
+			bias += float64(lo)
+			span = max(span, hi-lo)
+		}
+		scale := span / pqMaxEntry
+		if !(scale > 0) || math.IsInf(float64(scale), 0) { // a zero (or non-finite) query vector
+			scale = 1
+			clear(t)
+			clear(mins)
+			bias = 0
+		}
+		q.scale[v], q.bias[v] = scale, float32(bias)
+		lut := q.luts[v/2][(v%2)*16*cb.m:]
+		for s := 0; s < cb.m; s++ {
+			for c := 0; c < pqCentroids; c++ {
+				e := math.Round(float64((t[s*pqCentroids+c] - mins[s]) / scale))
+				lut[(s/2)*32+(s%2)*16+c] = byte(min(max(e, 0), pqMaxEntry))
+			}
+		}
+	}
+	return q
+}
+
+// fastscanGo is the portable fastscan: for each of nblocks blocks of codes
+// (16m bytes each) and each of the two query vectors whose tables are lut
+// (2 x 16m bytes), out[b*64+j*32+i] = the sum over the m subspaces of
+// query j's entry at vector i's code.
+func fastscanGo(codes []byte, nblocks, m int, lut []byte, out []uint16) {
+	bs := 16 * m
+	for b := 0; b < nblocks; b++ {
+		blk := codes[b*bs : (b+1)*bs]
+		for j := 0; j < 2; j++ {
+			t := lut[j*bs : (j+1)*bs]
+			var acc [pqBlock]uint16
+			for g := 0; g < m/2; g++ {
+				cg, tg := blk[g*32:g*32+32], t[g*32:g*32+32]
+				for i := 0; i < 16; i++ {
+					lo, hi := cg[i], cg[16+i]
+					acc[i] += uint16(tg[lo&0x0f]) + uint16(tg[16+hi&0x0f])
+					acc[16+i] += uint16(tg[lo>>4]) + uint16(tg[16+hi>>4])
+				}
+			}
+			copy(out[b*64+j*32:b*64+j*32+32], acc[:])
+		}
+	}
+}
+
+// pqView is the product-quantised form of a segment's vectors.
+type pqView struct {
+	cb      *pqCodebook
+	codes   []byte // pqBlocks(vectors) x 16m
+	offsets []int  // as Embeddings.Offsets
+}
+
+// pqTaskVectors is about how many item vectors one task scores: their
+// codes (16 blocks of 4 KiB at 256 subspaces) stay in the L2 cache while
+// every pair of query vectors passes over them.
+const pqTaskVectors = 512
+
+// scorePQ scores the query vectors (rows of the codebook's dim) against
+// every item of v with scoring s, in parallel over blocks of items.
+func scorePQ(ctx context.Context, v *pqView, q *pqQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
+	out := make([]float32, len(v.offsets)-1)
+	err := forBlocks(ctx, v.offsets, pqTaskVectors, func() func(lo, hi int) {
+		var sc pqScratch
+		return func(lo, hi int) { sc.score(v, q, s, queryIsText, lo, hi, out[lo:hi]) }
+	})
+	return out, err
+}
+
+// pqScratch holds one goroutine's buffers for scoring PQ codes.
+type pqScratch struct {
+	sums []uint16  // pairs x blocks x 64
+	sims []float32 // vectors x query vectors
+}
+
+// score scores items [lo, hi) of v into out[0 : hi-lo].
+func (sc *pqScratch) score(v *pqView, q *pqQuery, s model.Scoring, queryIsText bool, lo, hi int, out []float32) {
+	v0, v1 := v.offsets[lo], v.offsets[hi]
+	if v1 == v0 {
+		clear(out)
+		return
+	}
+	b0, b1 := v0/pqBlock, pqBlocks(v1)
+	nb, nq, bs := b1-b0, q.n, 16*q.m
+	pairs := len(q.luts)
+	sc.sums = grow(sc.sums, nb*pairs*64)
+	codes := v.codes[b0*bs : b1*bs]
+	for p, lut := range q.luts {
+		fastscan(codes, nb, q.m, lut, sc.sums[p*nb*64:(p+1)*nb*64])
+	}
+	// sum(p, j, x): the kernel's sum of query vector 2p+j at the vector x
+	// places after the first of block b0.
+	at := func(p, j, x int) int { return p*nb*64 + (x/pqBlock)*64 + j*32 + x%pqBlock }
+	base := v0 - b0*pqBlock
+	if s == model.MrSw && queryIsText {
+		// The max over an image's regions of scale*sum + bias is scale
+		// times the max of the sums, plus bias: pool the integer sums.
+		for i := lo; i < hi; i++ {
+			x0, x1 := v.offsets[i]-v0+base, v.offsets[i+1]-v0+base
+			var t float32
+			for qi := 0; qi < nq && x1 > x0; qi++ {
+				p, j := qi/2, qi%2
+				var best uint16
+				for x := x0; x < x1; x++ {
+					best = max(best, sc.sums[at(p, j, x)])
+				}
+				t += q.scale[qi]*float32(best) + q.bias[qi]
+			}
+			out[i-lo] = t
+		}
+		return
+	}
+	if s == model.MrSw && nq > 0 {
+		// An image query: each caption word's max over the query's
+		// regions, summed over the words, without the matrix.
+		for i := lo; i < hi; i++ {
+			var t float32
+			for x := v.offsets[i] - v0 + base; x < v.offsets[i+1]-v0+base; x++ {
+				k := (x/pqBlock)*64 + x%pqBlock
+				best := float32(math.Inf(-1))
+				for qi := 0; qi < nq; qi++ {
+					best = max(best, q.scale[qi]*float32(sc.sums[(qi/2)*nb*64+(qi%2)*32+k])+q.bias[qi])
+				}
+				t += best
+			}
+			out[i-lo] = t
+		}
+		return
+	}
+	nv := v1 - v0
+	sc.sims = grow(sc.sims, nv*nq)
+	for r := 0; r < nv; r++ {
+		row := sc.sims[r*nq : (r+1)*nq]
+		x := r + base
+		k := (x/pqBlock)*64 + x%pqBlock
+		for qi := range row {
+			row[qi] = q.scale[qi]*float32(sc.sums[(qi/2)*nb*64+(qi%2)*32+k]) + q.bias[qi]
+		}
+	}
+	for i := lo; i < hi; i++ {
+		a, b := v.offsets[i]-v0, v.offsets[i+1]-v0
+		out[i-lo] = pool(sc.sims[a*nq:b*nq], b-a, nq, s, queryIsText)
+	}
+}
+
+// checkPQ checks a segment header's product-quantiser shape.
+func checkPQ(h *segmentHeader) error {
+	p := h.PQ
+	if p == nil {
+		return fmt.Errorf("header: no \"pq\" shape (format version %d has product-quantised codes)", segVersion)
+	}
+	w, m := pqShape(h.Dim, p.Dsub)
+	if p.Dsub <= 0 || p.Dsub > h.Dim || w != p.Dsub || m != p.Subspaces {
+		return fmt.Errorf("header: product quantiser of %d subspaces of %d elements does not fit dimension %d", p.Subspaces, p.Dsub, h.Dim)
+	}
+	return nil
+}
+
+// PQBytes returns the size of the product-quantised form of d-dimensional
+// vectors as this version writes segments: bytes of 4-bit codes per
+// vector, and bytes of the codebook (16 float32 centroids per subspace)
+// per segment.
+func PQBytes(d int) (perVector, codebook int) {
+	w, m := pqShape(d, pqDsubFor(d))
+	return m / 2, 4 * m * pqCentroids * w
+}
