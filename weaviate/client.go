@@ -216,3 +216,25 @@ func objectID(collection, name string) string {
 	h[8] = h[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
+
+// QueuedVectors returns the number of vectors waiting in the shards'
+// indexing queues (asynchronous indexing), over every node.
+func (c *Client) QueuedVectors(ctx context.Context) (int, error) {
+	var nodes struct {
+		Nodes []struct {
+			Shards []struct {
+				VectorQueueLength int `json:"vectorQueueLength"`
+			} `json:"shards"`
+		} `json:"nodes"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/nodes?output=verbose", nil, &nodes); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, nd := range nodes.Nodes {
+		for _, s := range nd.Shards {
+			n += s.VectorQueueLength
+		}
+	}
+	return n, nil
+}

@@ -61,6 +61,25 @@ func Open(ctx context.Context, dir string, o *OpenOptions) (*Index, error) {
 	return &Index{dir: dir, man: man, c: c}, nil
 }
 
+// Attach opens an index described by a manifest value, without an index
+// directory (its Model is then unavailable): for programs, such as the
+// benchmarks, that upload with an Uploader and search with encoded
+// queries (Search).
+func Attach(ctx context.Context, man Manifest) (*Index, error) {
+	if err := man.Config.check(); err != nil {
+		return nil, err
+	}
+	c, err := NewClient(man.Config.URL)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Ready(ctx); err != nil {
+		return nil, fmt.Errorf("weaviate at %s does not answer: %w", man.Config.URL, err)
+	}
+	man.Complete = true
+	return &Index{dir: "", man: &man, c: c}, nil
+}
+
 // Close releases nothing: the server holds the index.
 func (ix *Index) Close() error { return nil }
 
@@ -77,6 +96,10 @@ func (ix *Index) ModelInfo() index.ModelInfo { return ix.man.Model }
 // directory on first use.
 func (ix *Index) Model() (model.Model, error) {
 	ix.modelOnce.Do(func() {
+		if ix.dir == "" {
+			ix.modelErr = errors.New("weaviate index: attached without a directory, so without its model")
+			return
+		}
 		m, f, err := model.Load(filepath.Join(ix.dir, ix.man.Model.File))
 		if err != nil {
 			ix.modelErr = fmt.Errorf("weaviate index %s: %w", ix.dir, err)
