@@ -20,7 +20,9 @@ func (w *World) Images(lo, hi, r int) *model.Embeddings { return w.w.images(lo, 
 
 // Query generates a caption of image t: its objects' words, then function
 // words, words vectors in all.
-func (w *World) Query(t, words int, rng *rand.Rand) *model.Embeddings { return w.w.query(t, words, rng) }
+func (w *World) Query(t, words int, rng *rand.Rand) *model.Embeddings {
+	return w.w.query(t, words, rng)
+}
 
 // StubModel is a small TERAN whose vectors are d wide: an index needs the
 // model that made its vectors, and these benchmarks make vectors directly.
