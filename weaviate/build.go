@@ -421,7 +421,11 @@ func (u *Uploader) existing(ctx context.Context, class string, lo, hi int, id fu
 		ids = append(ids, id(i))
 	}
 	list, _ := json.Marshal(ids)
-	query := fmt.Sprintf(`{Get{%s(limit:%d,consistencyLevel:QUORUM,where:{path:["id"],operator:ContainsAny,valueText:%s}){_additional{id}}}}`, class, len(ids), list)
+	consistency := ""
+	if u.cfg.Replication > 1 {
+		consistency = ",consistencyLevel:QUORUM"
+	}
+	query := fmt.Sprintf(`{Get{%s(limit:%d%s,where:{path:["id"],operator:ContainsAny,valueText:%s}){_additional{id}}}}`, class, len(ids), consistency, list)
 	var out struct {
 		Get map[string][]struct {
 			Additional struct {

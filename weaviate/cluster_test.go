@@ -1,10 +1,13 @@
 package weaviate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/server"
 	"github.com/xmr-project/xmr/synth"
 	"github.com/xmr-project/xmr/synth/synthtest"
 )
@@ -27,9 +31,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// server returns the weaviate-server binary; without one the test fails
+// serverBinary returns the weaviate-server binary; without one the test fails
 // under CI (CI=true) and is skipped otherwise.
-func server(t *testing.T) string {
+func serverBinary(t *testing.T) string {
 	t.Helper()
 	bin, err := FindServer()
 	if err != nil {
@@ -125,7 +129,7 @@ func brief(rs []index.Result) string {
 // every item is a candidate, a re-run must resume without duplicates,
 // and with one node stopped the queries must still give the same results.
 func TestClusterMatchesLocalIndex(t *testing.T) {
-	bin := server(t)
+	bin := serverBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
@@ -189,6 +193,7 @@ func TestClusterMatchesLocalIndex(t *testing.T) {
 		}
 	}
 	check(ix, "2 nodes")
+	checkServer(t, ix, queries[0], want[0])
 	// A complete index is not uploaded again without Overwrite.
 	if _, err := Build(ctx, dir, m, coll, cfg, nil); err == nil {
 		t.Fatal("a second Build over a complete index succeeded without Overwrite")
@@ -252,6 +257,35 @@ func TestClusterMatchesLocalIndex(t *testing.T) {
 	}
 	check(ix2, "node0 stopped")
 	t.Logf("done in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// checkServer checks that xmr serve's handler answers a text search from
+// the Weaviate-backed index with the local index's results, explained.
+func checkServer(t *testing.T, ix *Index, q string, want []index.Result) {
+	t.Helper()
+	srv, err := server.New(ix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	body, _ := json.Marshal(map[string]any{"text": q, "k": 10, "explain": true})
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/api/search/text", bytes.NewReader(body)))
+	var out struct {
+		Results []struct {
+			Item       int               `json:"item"`
+			Score      float32           `json:"score"`
+			Alignments []json.RawMessage `json:"alignments"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); rec.Code != 200 || err != nil || len(out.Results) != len(want) {
+		t.Fatalf("POST /api/search/text: %d %s (%v)", rec.Code, rec.Body.String(), err)
+	}
+	for r, w := range want {
+		if g := out.Results[r]; math.Abs(float64(g.Score-w.Score)) > 1e-4 || len(g.Alignments) == 0 {
+			t.Fatalf("POST /api/search/text: rank %d: item %d score %v with %d alignments; the local index item %d score %v", r+1, g.Item, g.Score, len(g.Alignments), w.Item, w.Score)
+		}
+	}
 }
 
 // checkLayout checks that each collection has 2 shards, each held by both

@@ -191,12 +191,22 @@ const (
 	captionFields = "item text imageId pos"
 )
 
+// readConsistency is the GraphQL argument that reads at consistency level
+// ONE, for replicated collections (Weaviate knows the argument only for
+// those).
+func (ix *Index) readConsistency() string {
+	if ix.man.Config.Replication > 1 {
+		return ",consistencyLevel:ONE"
+	}
+	return ""
+}
+
 // nearQuery returns a GraphQL Get of the limit objects of class nearest
 // to the query vectors under the named vector target: a multi-vector
 // (maxSim) when multi, else the single vector vecs[0].
-func nearQuery(class, target string, vecs [][]float32, multi bool, limit int, fields string, withVectors []string) string {
+func nearQuery(class, target string, vecs [][]float32, multi bool, limit int, fields string, withVectors []string, consistency string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `{Get{%s(limit:%d,consistencyLevel:ONE,nearVector:{targetVectors:[%q],vectorPerTarget:{%s:`, class, limit, target, target)
+	fmt.Fprintf(&b, `{Get{%s(limit:%d%s,nearVector:{targetVectors:[%q],vectorPerTarget:{%s:`, class, limit, consistency, target, target)
 	if multi {
 		b.WriteString("[[")
 	}
@@ -327,11 +337,11 @@ func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bo
 	case exact:
 		hits, err = ix.all(ctx, class, fields, withVectors)
 	case s == model.Global:
-		hits, err = ix.get(ctx, class, nearQuery(class, vecGlobal, [][]float32{q.GlobalOf(0)}, false, limit, fields, withVectors))
+		hits, err = ix.get(ctx, class, nearQuery(class, vecGlobal, [][]float32{q.GlobalOf(0)}, false, limit, fields, withVectors, ix.readConsistency()))
 	case q.Count(0) == 0:
 		return nil, fmt.Errorf("search: the query has no vectors to align: %w", index.ErrBadQuery)
 	default:
-		hits, err = ix.get(ctx, class, nearQuery(class, multi, rows(q.Item(0), d), true, limit, fields, withVectors))
+		hits, err = ix.get(ctx, class, nearQuery(class, multi, rows(q.Item(0), d), true, limit, fields, withVectors, ix.readConsistency()))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("search %s: %w", class, err)
@@ -494,7 +504,7 @@ func (ix *Index) ImageCaptions(ctx context.Context, imageID string) ([]index.Cap
 	}
 	class := ix.man.Config.CaptionsCollection()
 	id, _ := json.Marshal(imageID)
-	query := fmt.Sprintf(`{Get{%s(limit:10000,consistencyLevel:ONE,where:{path:["imageId"],operator:Equal,valueText:%s}){item text}}}`, class, id)
+	query := fmt.Sprintf(`{Get{%s(limit:10000%s,where:{path:["imageId"],operator:Equal,valueText:%s}){item text}}}`, class, ix.readConsistency(), id)
 	hits, err := ix.get(ctx, class, query)
 	if err != nil {
 		return nil, fmt.Errorf("captions of image %q: %w", imageID, err)

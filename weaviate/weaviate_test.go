@@ -121,13 +121,13 @@ func TestWriteObject(t *testing.T) {
 }
 
 func TestNearQuery(t *testing.T) {
-	q := nearQuery("WImages", vecRegions, [][]float32{{1, 0.5}, {-0.25, 0}}, true, 7, imageFields, nil)
+	q := nearQuery("WImages", vecRegions, [][]float32{{1, 0.5}, {-0.25, 0}}, true, 7, imageFields, nil, ",consistencyLevel:ONE")
 	want := `{Get{WImages(limit:7,consistencyLevel:ONE,nearVector:{targetVectors:["regions"],vectorPerTarget:{regions:[[[1,0.5],[-0.25,0]]]}}){` + imageFields + ` _additional{id distance}}}}`
 	if q != want {
 		t.Errorf("multi-vector query\n%s\nwant\n%s", q, want)
 	}
-	q = nearQuery("WCaptions", vecGlobal, [][]float32{{1, 0}}, false, 3, captionFields, []string{vecWords, vecGlobal})
-	if !strings.Contains(q, `vectorPerTarget:{global:[1,0]}`) || !strings.Contains(q, "vectors{words global}") {
+	q = nearQuery("WCaptions", vecGlobal, [][]float32{{1, 0}}, false, 3, captionFields, []string{vecWords, vecGlobal}, "")
+	if !strings.Contains(q, `{Get{WCaptions(limit:3,nearVector:`) || !strings.Contains(q, `vectorPerTarget:{global:[1,0]}`) || !strings.Contains(q, "vectors{words global}") {
 		t.Errorf("global query %s", q)
 	}
 }
