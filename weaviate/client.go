@@ -136,14 +136,6 @@ func (c *Client) DeleteClass(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/schema/"+url.PathEscape(name), nil, nil)
 }
 
-// object is one Weaviate object as the REST API carries it.
-type object struct {
-	Class      string         `json:"class"`
-	ID         string         `json:"id"`
-	Properties map[string]any `json:"properties"`
-	Vectors    map[string]any `json:"vectors,omitempty"`
-}
-
 // batchResult is one object's answer in a batch import.
 type batchResult struct {
 	ID     string `json:"id"`
