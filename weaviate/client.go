@@ -230,3 +230,23 @@ func (c *Client) QueuedVectors(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// SetEf sets the HNSW ef (the query-time size of the candidate list; -1:
+// dynamic) of every named vector of a collection, a setting Weaviate
+// changes without rebuilding the index.
+func (c *Client) SetEf(ctx context.Context, class string, ef int) error {
+	cl, err := c.Class(ctx, class)
+	if err != nil {
+		return err
+	}
+	vc, _ := cl["vectorConfig"].(map[string]any)
+	for name, v := range vc {
+		cfg, _ := v.(map[string]any)
+		ic, _ := cfg["vectorIndexConfig"].(map[string]any)
+		if ic == nil {
+			return fmt.Errorf("collection %s: vector %s has no index config", class, name)
+		}
+		ic["ef"] = ef
+	}
+	return c.do(ctx, http.MethodPut, "/v1/schema/"+url.PathEscape(class), cl, nil)
+}

@@ -38,6 +38,7 @@ var Benchmark = bench.Benchmark{
 type params struct {
 	images, regions, dim, queries, words int
 	efConstruction, maxConnections, ef   int
+	efs                                  []int
 	batch, parallel                      int
 	variants                             []string
 	candidates                           []int
@@ -72,6 +73,15 @@ func parse(opts bench.Options) (params, error) {
 					return p, fmt.Errorf("weaviate: variants=%q: want plain, muvera or both (comma-separated)", v)
 				}
 			}
+		case k == "efs":
+			p.efs = nil
+			for _, x := range strings.Split(v, ",") {
+				n, err := strconv.Atoi(x)
+				if err != nil || (n <= 0 && n != -1) {
+					return p, fmt.Errorf("weaviate: efs=%q: want HNSW ef values (positive, or -1 for dynamic), comma-separated", v)
+				}
+				p.efs = append(p.efs, n)
+			}
 		case k == "candidates":
 			p.candidates = nil
 			for _, x := range strings.Split(v, ",") {
@@ -88,7 +98,7 @@ func parse(opts bench.Options) (params, error) {
 		case k == "async":
 			p.async = v == "1" || v == "true"
 		default:
-			return p, fmt.Errorf("weaviate: unknown argument %q (images, regions, dim, queries, words, ef-construction, max-connections, ef, batch, parallel, variants, candidates, async, dir, server)", k)
+			return p, fmt.Errorf("weaviate: unknown argument %q (images, regions, dim, queries, words, ef-construction, max-connections, ef, efs, batch, parallel, variants, candidates, async, dir, server)", k)
 		}
 	}
 	if p.dim%16 != 0 || p.images <= 0 || p.regions <= 0 || p.queries <= 0 || p.words <= 0 || p.batch <= 0 || p.parallel <= 0 {
@@ -270,6 +280,33 @@ func run(ctx context.Context, opts bench.Options) error {
 		}, mrsw, "against exhaustive float32 MrSw")
 		if err != nil {
 			return err
+		}
+		// The query-time HNSW ef, changed in place.
+		wcfg := ix.Manifest().Config
+		class := wcfg.ImagesCollection()
+		c, err := weaviate.NewClient(cl.Nodes[0].URL)
+		if err != nil {
+			return err
+		}
+		for _, ef := range p.efs {
+			if err := c.SetEf(ctx, class, ef); err != nil {
+				return err
+			}
+			err := measure(fmt.Sprintf("weaviate/weaviate %s MrSw (maxSim), ef=%d", v, ef), func(q *model.Embeddings) ([]index.Result, error) {
+				return ix.Search(ctx, q, true, &index.SearchOptions{K: 10})
+			}, mrsw, "against exhaustive float32 MrSw")
+			if err != nil {
+				return err
+			}
+		}
+		if len(p.efs) > 0 {
+			restore := p.ef
+			if restore == 0 {
+				restore = -1 // dynamic, Weaviate's default
+			}
+			if err := c.SetEf(ctx, class, restore); err != nil {
+				return err
+			}
 		}
 	}
 	// The re-ranked scorings: MwSr candidates fetched by maxSim, re-ranked
