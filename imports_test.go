@@ -18,8 +18,14 @@ var boundaries = []struct {
 	forbidden []string
 }{
 	{
-		pkgs:      []string{"server", "index", "model", "nn", "tensor", "text", "checkpoint", "blas"},
+		pkgs:      []string{"server", "index", "model", "nn", "tensor", "text", "checkpoint", "blas", "weaviate"},
 		forbidden: []string{"train", "optim", "data", "eval", "synth", "viz"},
+	},
+	{
+		// The local index and the server know Weaviate only through
+		// index.Searcher: only the command (and the benchmarks) link it.
+		pkgs:      []string{"server", "index", "model"},
+		forbidden: []string{"weaviate"},
 	},
 	{
 		pkgs:      []string{"tensor", "blas"},

@@ -40,6 +40,39 @@ type Stats struct {
 // until the end, when the new manifest is published; cancelling ctx or a
 // kill leaves the previous index as it was.
 func Build(ctx context.Context, dir string, m model.Model, c Collection, o *BuildOptions) (*Stats, error) {
+	var mode Mode
+	if o != nil {
+		mode = o.Mode
+	}
+	if n := c.Images.Len(); len(c.ImageRows) != n {
+		return nil, fmt.Errorf("index %s: %d image rows for %d images", dir, len(c.ImageRows), n)
+	}
+	w, err := NewWriter(dir, m, mode)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Abort()
+	st, err := Encode(ctx, m, c, w, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Sink receives what Encode encodes, a run of items at a time: the local
+// index's Writer, or an index held elsewhere (package weaviate).
+type Sink interface {
+	AddImages(e *model.Embeddings, rows []ImageRow) error
+	AddCaptions(e *model.Embeddings, rows []CaptionRow) error
+}
+
+// Encode encodes a collection with m, in runs of o.SegmentItems items,
+// and hands each run to sink: images first, then captions. o.Mode is
+// ignored; o.Progress shows progress bars.
+func Encode(ctx context.Context, m model.Model, c Collection, sink Sink, o *BuildOptions) (*Stats, error) {
 	var opt BuildOptions
 	if o != nil {
 		opt = *o
@@ -48,13 +81,8 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 		opt.SegmentItems = 65536
 	}
 	if n := c.Images.Len(); len(c.ImageRows) != n {
-		return nil, fmt.Errorf("index %s: %d image rows for %d images", dir, len(c.ImageRows), n)
+		return nil, fmt.Errorf("encode: %d image rows for %d images", len(c.ImageRows), n)
 	}
-	w, err := NewWriter(dir, m, opt.Mode)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Abort()
 	st := &Stats{}
 	encode := func(desc string, total int, unit string, add func(lo, hi int, eo *model.EncodeOptions) error) error {
 		var bar *progress.Bar
@@ -80,12 +108,12 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 		}
 		return nil
 	}
-	err = encode("encode images", c.Images.Len(), "images", func(lo, hi int, eo *model.EncodeOptions) error {
+	err := encode("encode images", c.Images.Len(), "images", func(lo, hi int, eo *model.EncodeOptions) error {
 		e, err := model.EncodeImages(ctx, m, sliceSource{c.Images, lo, hi}, eo)
 		if err != nil {
 			return err
 		}
-		return w.AddImages(e, c.ImageRows[lo:hi])
+		return sink.AddImages(e, c.ImageRows[lo:hi])
 	})
 	if err != nil {
 		return nil, err
@@ -99,15 +127,12 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 		if err != nil {
 			return err
 		}
-		return w.AddCaptions(e, c.Captions[lo:hi])
+		return sink.AddCaptions(e, c.Captions[lo:hi])
 	})
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := w.Commit(ctx); err != nil {
 		return nil, err
 	}
 	st.Images, st.Captions = c.Images.Len(), len(c.Captions)

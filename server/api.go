@@ -324,7 +324,7 @@ func minorWord(w string) bool {
 	return strings.IndexFunc(w, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) < 0
 }
 
-func (s *Server) scoring() model.Scoring { return s.ix.Manifest().Model.Scoring }
+func (s *Server) scoring() model.Scoring { return s.ix.ModelInfo().Scoring }
 
 // textSearch is the body of POST /api/search/text.
 type textSearch struct {
@@ -506,8 +506,8 @@ type infoResponse struct {
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) (any, error) {
 	ni, nc := s.ix.Len()
-	man := s.ix.Manifest()
-	out := infoResponse{Images: ni, Captions: nc, Model: man.Model.Name, Scoring: man.Model.Scoring, Dim: man.Model.Dim,
+	man := s.ix.ModelInfo()
+	out := infoResponse{Images: ni, Captions: nc, Model: man.Name, Scoring: man.Scoring, Dim: man.Dim,
 		ImageFiles: s.images != nil, MaxQueryChars: s.opts.MaxQueryChars, MaxK: s.opts.MaxK, MaxBodyBytes: s.opts.MaxBodyBytes}
 	if nc > 0 {
 		if cp, err := s.ix.Caption(r.Context(), 0); err == nil {

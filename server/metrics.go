@@ -26,7 +26,7 @@ type metrics struct {
 // look-up (under a millisecond) to a search at its time limit.
 var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-func newMetrics(ix *index.Index) *metrics {
+func newMetrics(ix index.Searcher) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -85,7 +85,7 @@ func (o *Options) withDefaults() Options {
 
 // Server serves one open index. Its methods are safe for concurrent use.
 type Server struct {
-	ix      *index.Index
+	ix      index.Searcher
 	opts    Options
 	images  *imageFiles // nil without Options.Images
 	handler http.Handler
@@ -102,7 +102,7 @@ type Server struct {
 // New returns a server of ix, which must stay open while the server
 // runs. It loads the index's model, so that the first query does not pay
 // for it, and opens the image directory.
-func New(ix *index.Index, o *Options) (*Server, error) {
+func New(ix index.Searcher, o *Options) (*Server, error) {
 	opts := o.withDefaults()
 	if _, err := ix.Model(); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/xmr-project/xmr/bench/synth"
 	"github.com/xmr-project/xmr/bench/trainstep"
 	"github.com/xmr-project/xmr/bench/transformer"
+	benchweaviate "github.com/xmr-project/xmr/bench/weaviate"
 	"github.com/xmr-project/xmr/tools"
 )
 
@@ -34,6 +35,7 @@ var benchmarks = []bench.Benchmark{
 	synth.Benchmark,
 	trainstep.Benchmark,
 	transformer.Benchmark,
+	benchweaviate.Benchmark,
 }
 
 // benchFlags are the flags of `xmr bench`.

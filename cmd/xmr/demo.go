@@ -182,7 +182,7 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(stdout)
 	step(6, "serving the index")
-	return serveIndex(ctx, indexDir, images, f.addr, firstCaption(split), nil)
+	return serveIndex(ctx, indexDir, images, f.addr, firstCaption(split), nil, "")
 }
 
 // demoWorld returns the demo's world in dir, generating it (madeWorld)

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/weaviate"
 )
 
 var indexFlags struct {
@@ -22,13 +24,15 @@ var indexFlags struct {
 	images     string
 	appendTo   bool
 	overwrite  bool
+	backend    string
+	weaviate   weaviate.Config
 }
 
 func init() {
 	register(&command{
 		name:    "index",
 		summary: "encode a collection (images and captions) with a model into an on-disk index for xmr search",
-		usage:   "--checkpoint CKPT --data PATH [--split S] --out INDEX [--append | --overwrite] [flags]",
+		usage:   "--checkpoint CKPT --data PATH [--split S] --out INDEX [--append | --overwrite] [--backend weaviate --weaviate-url URL] [flags]",
 		examples: `  xmr index --checkpoint runs/teran --data world --split test --out world.idx
   xmr index --checkpoint runs/teran --data world --split dev --out world.idx --append   # add more images and captions
   xmr index --checkpoint runs/teran --data /data/coco --karpathy dataset_coco.json \
@@ -37,7 +41,17 @@ func init() {
 The index directory holds the model, the region/word and global vectors in
 memory-mapped segment files, and a catalogue (ids, captions, image paths,
 boxes, sizes) in SQLite; docs/index-format.md describes it. A build that is
-killed or fails leaves the previous index as it was.`,
+killed or fails leaves the previous index as it was.
+
+With --backend weaviate the vectors and the catalogue go to a Weaviate
+server or cluster (sharded and replicated there), in the collections
+COLLECTION+"Images" and COLLECTION+"Captions"; the --out directory holds
+only weaviate.json and the model, and xmr search and xmr serve take it as
+they take a local index. A killed upload resumes when the same command is
+run again. docs/weaviate.md describes it:
+
+  xmr index --checkpoint runs/teran --data world --split test --out world.wv \
+      --backend weaviate --weaviate-url http://127.0.0.1:8080 --collection World --shards 2 --replication 2`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&indexFlags.checkpoint, "checkpoint", "", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint)")
 			indexFlags.data.addTo(fs)
@@ -45,7 +59,18 @@ killed or fails leaves the previous index as it was.`,
 			fs.StringVar(&indexFlags.out, "out", "", "index `DIR`")
 			fs.StringVar(&indexFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg); for a synthetic world, its images/SPLIT folder is used by default")
 			fs.BoolVar(&indexFlags.appendTo, "append", false, "add the split to an existing index (encoded by the same model)")
-			fs.BoolVar(&indexFlags.overwrite, "overwrite", false, "replace an existing index")
+			fs.BoolVar(&indexFlags.overwrite, "overwrite", false, "replace an existing index (with --backend weaviate: delete its collections and upload again)")
+			fs.StringVar(&indexFlags.backend, "backend", "local", "where the index lives: local (files in --out) or weaviate (a Weaviate server; --out holds its manifest)")
+			w := &indexFlags.weaviate
+			fs.StringVar(&w.URL, "weaviate-url", "", "Weaviate server `URL` (http://host:port; any node of a cluster), with --backend weaviate")
+			fs.StringVar(&w.Collection, "collection", "", "Weaviate collection name prefix (an upper-case letter, then letters, digits, _; default: from --out)")
+			fs.IntVar(&w.Shards, "shards", 1, "Weaviate: shards per collection")
+			fs.IntVar(&w.Replication, "replication", 1, "Weaviate: replication factor (at most the number of nodes)")
+			fs.IntVar(&w.EfConstruction, "ef-construction", 0, "Weaviate HNSW efConstruction (0: Weaviate's default, 128)")
+			fs.IntVar(&w.MaxConnections, "max-connections", 0, "Weaviate HNSW maxConnections (0: Weaviate's default, 32)")
+			fs.IntVar(&w.Ef, "ef", 0, "Weaviate HNSW ef at query time (0: dynamic, Weaviate's default)")
+			fs.BoolVar(&w.Muvera, "muvera", false, "Weaviate: index the multi-vectors by their MUVERA encodings (faster to build, approximate candidates rescored by maxSim)")
+			fs.IntVar(&w.BatchSize, "batch-size", 0, "Weaviate: objects per batch request (0: 64)")
 		},
 		run: runIndex,
 	})
@@ -63,6 +88,14 @@ func runIndex(ctx context.Context, args []string) error {
 		return usageErrorf("--out is required")
 	case f.appendTo && f.overwrite:
 		return usageErrorf("give --append or --overwrite, not both")
+	case f.backend != "local" && f.backend != "weaviate":
+		return usageErrorf("--backend %q: want local or weaviate", f.backend)
+	case f.backend == "weaviate" && f.appendTo:
+		return usageErrorf("--append is for the local index; a Weaviate upload that stopped resumes when run again")
+	case f.backend == "weaviate" && f.weaviate.URL == "":
+		return usageErrorf("--backend weaviate needs --weaviate-url http://host:port")
+	case f.backend == "local" && f.weaviate.URL != "":
+		return usageErrorf("--weaviate-url needs --backend weaviate")
 	}
 	mode := index.Create
 	if f.appendTo {
@@ -91,6 +124,9 @@ func runIndex(ctx context.Context, args []string) error {
 		}
 	}
 	start := time.Now()
+	if f.backend == "weaviate" {
+		return runIndexWeaviate(ctx, f.out, f.weaviate, f.overwrite, m, split, imageDir, src.String())
+	}
 	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -107,6 +143,49 @@ func runIndex(ctx context.Context, args []string) error {
 		st.Images, st.Captions, src, split.Name, time.Since(start).Round(time.Millisecond), float64(st.Images)/time.Since(start).Seconds(), f.out, ni, nc)
 	fmt.Fprintf(stdout, "search it: xmr search --index %s --text %q\n", f.out, firstCaption(split))
 	return nil
+}
+
+// runIndexWeaviate uploads a split to Weaviate, with the index directory
+// out holding its manifest and model.
+func runIndexWeaviate(ctx context.Context, out string, cfg weaviate.Config, overwrite bool, m model.Model, split *data.Split, imageDir, srcName string) error {
+	if cfg.Collection == "" {
+		cfg.Collection = collectionName(out)
+	}
+	start := time.Now()
+	st, err := weaviate.Build(ctx, out, m, collection(split, imageDir), cfg, &weaviate.BuildOptions{Overwrite: overwrite, Progress: true})
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; the upload to %s stopped, and %s records how far it got: run the same command again to resume it", cfg.URL, out)}
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "uploaded %d images and %d captions of %s %s to %s (collections %s, %s) in %s\n",
+		st.Images, st.Captions, srcName, split.Name, cfg.URL, cfg.ImagesCollection(), cfg.CaptionsCollection(), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "search it: xmr search --index %s --text %q\n", out, firstCaption(split))
+	return nil
+}
+
+// collectionName makes a Weaviate collection name of an index directory's
+// name: letters, digits and underscores, starting with an upper-case
+// letter.
+func collectionName(dir string) string {
+	var b strings.Builder
+	for _, r := range filepath.Base(filepath.Clean(dir)) {
+		switch {
+		case r >= 'a' && r <= 'z' && b.Len() == 0:
+			b.WriteRune(r - 'a' + 'A')
+		case r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z', (r >= '0' && r <= '9' || r == '_') && b.Len() > 0:
+			b.WriteRune(r)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('_')
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "Xmr"
+	}
+	return b.String()
 }
 
 // collection turns a split into what the index builds from: the catalogue

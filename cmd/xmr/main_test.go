@@ -31,6 +31,13 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"serve", "--index", "x", "--addr", "8080"}, 2, nil, []string{`--addr "8080": want host:port`}, ""},
 		{[]string{"serve", "--index", "x", "--timeout", "0s"}, 2, nil, []string{"--timeout must be positive"}, ""},
 		{[]string{"serve", "--index", "no-such-index"}, 1, nil, []string{"not an xmr index"}, ""},
+		{[]string{"index", "-h"}, 0, []string{"Usage: xmr index", "-backend", "-weaviate-url", "-shards", "-replication", "-muvera", "-ef-construction", "docs/weaviate.md"}, nil, "Usage: xmr index"},
+		{[]string{"index", "--checkpoint", "x", "--out", "y", "--backend", "weaviate"}, 2, nil, []string{"--backend weaviate needs --weaviate-url"}, ""},
+		{[]string{"index", "--checkpoint", "x", "--out", "y", "--backend", "bogus"}, 2, nil, []string{`--backend "bogus": want local or weaviate`}, ""},
+		{[]string{"index", "--checkpoint", "x", "--out", "y", "--backend", "weaviate", "--weaviate-url", "http://127.0.0.1:1", "--append"}, 2, nil, []string{"--append is for the local index"}, ""},
+		{[]string{"index", "--checkpoint", "x", "--out", "y", "--weaviate-url", "http://127.0.0.1:1"}, 2, nil, []string{"--weaviate-url needs --backend weaviate"}, ""},
+		{[]string{"search", "--index", "no-such-index", "--text", "a", "--weaviate-url", "http://127.0.0.1:1"}, 2, nil, []string{"is not a Weaviate-backed index"}, ""},
+		{[]string{"search", "-h"}, 0, []string{"-weaviate-url", "docs/weaviate.md"}, nil, "Usage: xmr search"},
 		{[]string{"demo", "--n", "50"}, 2, nil, []string{"--n must be at least 200"}, ""},
 		{[]string{"demo", "--time-budget", "0s"}, 2, nil, []string{"--time-budget must be positive (or give --max-iters)"}, ""},
 	}

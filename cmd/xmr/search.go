@@ -11,6 +11,7 @@ import (
 
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/weaviate"
 )
 
 var searchFlags struct {
@@ -26,6 +27,7 @@ var searchFlags struct {
 	rerank     int
 	candidates int
 	probes     int
+	weaviate   string
 }
 
 func init() {
@@ -36,7 +38,14 @@ func init() {
 		examples: `  xmr search --index world.idx --text "a red circle left of a blue square" -k 5
   xmr search --index world.idx --text "a red circle left of a blue square" --explain   # each word's best region
   xmr search --index world.idx --image synth-0000042 -k 5
-  xmr search --index world.idx --text "two green stars" --json | jq '.results[0].image.id'`,
+  xmr search --index world.idx --text "two green stars" --json | jq '.results[0].image.id'
+  xmr search --index world.wv --text "two green stars" --pooling MwSr --candidates 500   # a Weaviate-backed index
+
+An index made with xmr index --backend weaviate is searched in Weaviate:
+text-to-image MrSw is Weaviate's maxSim search itself; the other scorings
+and image-to-text fetch --candidates items (0: max(10k, 100)) from
+Weaviate by maxSim and re-rank them exactly (docs/weaviate.md). --exact and
+--rerank apply to the local index only.`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&searchFlags.index, "index", "", "index `DIR` made by xmr index")
 			fs.StringVar(&searchFlags.text, "text", "", "find the images this sentence describes")
@@ -48,8 +57,9 @@ func init() {
 			fs.BoolVar(&searchFlags.exact, "exact", false, "score every item exhaustively with the float32 vectors (default: 4-bit PQ codes, then the best --rerank rescored in float32)")
 			fs.BoolVar(&searchFlags.int8, "int8", false, "score on the int8 codes instead of the 4-bit PQ codes")
 			fs.IntVar(&searchFlags.rerank, "rerank", 0, "how many of the best compressed-code candidates to rescore in float32 (0: max(10k, 300) on PQ codes, max(10k, 100) on int8; -1: none)")
-			fs.IntVar(&searchFlags.candidates, "candidates", 0, fmt.Sprintf("prune to N candidates before the fine-grained scoring: those the inverted file rates best (global scorings, and indexes without one: those closest by global vector) (0: %d when the index has more than %d items, else all; -1: never)", index.AutoCandidates, index.AutoPruneItems))
-			fs.IntVar(&searchFlags.probes, "probes", 0, fmt.Sprintf("when pruning, how many cells of the inverted file each query vector probes (0: %d)", index.AutoProbes))
+			fs.IntVar(&searchFlags.candidates, "candidates", 0, fmt.Sprintf("local index: prune to N candidates before the fine-grained scoring, those the inverted file rates best (global scorings, and indexes without one: those closest by global vector) (0: %d when the index has more than %d items, else all; -1: never); Weaviate-backed index: the N candidates re-ranked exactly (0: max(10k, 100))", index.AutoCandidates, index.AutoPruneItems))
+			fs.IntVar(&searchFlags.probes, "probes", 0, fmt.Sprintf("local index, when pruning: how many cells of the inverted file each query vector probes (0: %d)", index.AutoProbes))
+			fs.StringVar(&searchFlags.weaviate, "weaviate-url", "", "Weaviate-backed index: ask this server `URL` (another node of the cluster) instead of the one in its weaviate.json")
 		},
 		run: runSearch,
 	})
@@ -85,12 +95,12 @@ func runSearch(ctx context.Context, args []string) error {
 		}
 		opts.Scoring = s
 	}
-	ix, err := index.Open(f.index, nil)
+	ix, err := openIndex(ctx, f.index, f.weaviate)
 	if err != nil {
 		return err
 	}
 	defer ix.Close()
-	out := searchOutput{Scoring: ix.Manifest().Model.Scoring}
+	out := searchOutput{Scoring: ix.ModelInfo().Scoring}
 	if opts.Scoring != "" {
 		out.Scoring = opts.Scoring
 	}
@@ -116,6 +126,18 @@ func runSearch(ctx context.Context, args []string) error {
 		return enc.Encode(out)
 	}
 	return printResults(out)
+}
+
+// openIndex opens the index in dir: a Weaviate-backed one (weaviate.json;
+// weaviateURL, if set, replaces its server's address) or a local one.
+func openIndex(ctx context.Context, dir, weaviateURL string) (index.Searcher, error) {
+	if weaviate.IsIndex(dir) {
+		return weaviate.Open(ctx, dir, &weaviate.OpenOptions{URL: weaviateURL})
+	}
+	if weaviateURL != "" {
+		return nil, usageErrorf("--weaviate-url: %s is not a Weaviate-backed index (no %s)", dir, weaviate.ManifestFile)
+	}
+	return index.Open(dir, nil)
 }
 
 // printResults writes the results as a table, with the alignments under

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/server"
 )
 
@@ -21,6 +20,7 @@ var serveFlags struct {
 	addr          string
 	timeout       time.Duration
 	maxConcurrent int
+	weaviate      string
 }
 
 func init() {
@@ -36,12 +36,16 @@ Open the address in a browser to search. The JSON API (search by text or
 by image, alignments, item details), /healthz and /metrics are described
 in docs/api.md. Image files are served from --images only; without it the
 page draws each image's regions. SIGINT or SIGTERM shut the server down
-gracefully: requests in flight finish, new ones are refused.`,
+gracefully: requests in flight finish, new ones are refused.
+
+A Weaviate-backed index (xmr index --backend weaviate) is served the same
+way; its searches run in Weaviate (docs/weaviate.md).`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&serveFlags.index, "index", "", "index `DIR` made by xmr index")
 			fs.StringVar(&serveFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg, or the catalogue's file names); none are served without it")
 			fs.StringVar(&serveFlags.addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free one)")
 			fs.DurationVar(&serveFlags.timeout, "timeout", 10*time.Second, "longest time one search may take (then 503)")
+			fs.StringVar(&serveFlags.weaviate, "weaviate-url", "", "Weaviate-backed index: ask this server `URL` instead of the one in its weaviate.json")
 			fs.IntVar(&serveFlags.maxConcurrent, "max-concurrent", 0, "searches run at once, the others wait (0: one per CPU)")
 		},
 		run: func(ctx context.Context, args []string) error {
@@ -56,7 +60,7 @@ gracefully: requests in flight finish, new ones are refused.`,
 			case f.maxConcurrent < 0:
 				return usageErrorf("--max-concurrent must be positive or 0, is %d", f.maxConcurrent)
 			}
-			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent})
+			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent}, f.weaviate)
 		},
 	})
 }
@@ -65,11 +69,11 @@ gracefully: requests in flight finish, new ones are refused.`,
 // image files from images (none when empty). It prints the page's address
 // and a link that runs an example query (example, else the first indexed
 // caption).
-func serveIndex(ctx context.Context, dir, images, addr, example string, o *server.Options) error {
+func serveIndex(ctx context.Context, dir, images, addr, example string, o *server.Options, weaviateURL string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return usageErrorf("--addr %q: want host:port, such as 127.0.0.1:8080 (%v)", addr, err)
 	}
-	ix, err := index.Open(dir, nil)
+	ix, err := openIndex(ctx, dir, weaviateURL)
 	if err != nil {
 		return err
 	}
