@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/xmr-project/xmr/model"
@@ -119,6 +120,13 @@ type OpenOptions struct {
 	// (their headers are always checked): faster opening of large indexes
 	// whose files are trusted.
 	SkipChecksums bool
+	// Preload reads the parts of every segment that each search reads
+	// (offsets, codes and their scales, the inverted files, the global
+	// vectors' sketches and codes) into the page cache when the index
+	// opens, so that the first searches do not wait for the disk. The
+	// float32 vectors, read only for re-ranking and --exact, are left
+	// where they are.
+	Preload bool
 }
 
 // Open opens the index in dir: reads the manifest, maps and checks every
@@ -157,6 +165,11 @@ func Open(dir string, o *OpenOptions) (*Index, error) {
 	}
 	if ix.images, err = open(man.Images, "images"); err == nil {
 		ix.captions, err = open(man.Captions, "captions")
+	}
+	if err == nil && o != nil && o.Preload {
+		for _, s := range slices.Concat(ix.images, ix.captions) {
+			s.preload()
+		}
 	}
 	if err == nil {
 		ix.cat, err = openCatalogue(filepath.Join(dir, man.Catalogue), false)

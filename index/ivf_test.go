@@ -250,7 +250,7 @@ func TestIVFSearchFindsExactTop(t *testing.T) {
 	if err := w.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ix, err := Open(dir, nil)
+	ix, err := Open(dir, &OpenOptions{Preload: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/xmr-project/xmr/mmap"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -397,6 +398,12 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 			return nil, fmt.Errorf("search: candidate %d is beyond the index's segments", h.Index)
 		}
 		where[i] = at{seg, row}
+	}
+	// Ask for every candidate's vectors at once: on an index larger than
+	// the page cache they are scattered reads from disk.
+	for _, w := range where {
+		e := w.seg.emb
+		mmap.WillNeed(bytesOf(e.Vecs[e.Offsets[w.row]*e.Dim : e.Offsets[w.row+1]*e.Dim]))
 	}
 	var sc []float32
 	var err error

@@ -9,6 +9,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/xmr-project/xmr/atomicfile"
@@ -350,6 +352,41 @@ func (s *segment) parse(skipCRC bool) error {
 		s.pq = &pqView{cb: cb, codes: raw[secPQCodes], offsets: e.Offsets}
 	}
 	return nil
+}
+
+// preload reads the sections every search reads into the page cache (see
+// OpenOptions.Preload): one byte of each page, on every core.
+func (s *segment) preload() {
+	var parts [][]byte
+	for name, sec := range s.header.Sections {
+		if name == secVectors || name == secGlobal || sec.Size == 0 {
+			continue
+		}
+		parts = append(parts, s.data[sec.Offset:sec.Offset+sec.Size])
+	}
+	var wg sync.WaitGroup
+	next := make(chan []byte)
+	var sink [64]byte // one slot per worker, so the reads are not optimised away
+	for w := range min(runtime.GOMAXPROCS(0), len(sink)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range next {
+				mmap.WillNeed(b)
+				for i := 0; i < len(b); i += 4096 {
+					sink[w] += b[i]
+				}
+			}
+		}()
+	}
+	const chunk = 64 << 20
+	for _, b := range parts {
+		for lo := 0; lo < len(b); lo += chunk {
+			next <- b[lo:min(lo+chunk, len(b))]
+		}
+	}
+	close(next)
+	wg.Wait()
 }
 
 // close releases the mapping.

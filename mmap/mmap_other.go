@@ -10,3 +10,6 @@ func Map(f *os.File, size int64, mode Mode) ([]byte, error) { return nil, ErrUns
 
 // Unmap does nothing: Map never maps on this platform.
 func Unmap(b []byte) error { return nil }
+
+// WillNeed does nothing: there are no mappings on this platform.
+func WillNeed(b []byte) {}

@@ -55,3 +55,31 @@ func TestMapEmpty(t *testing.T) {
 		t.Errorf("Map of an empty file: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestWillNeed advises parts of a mapping that start inside a page and
+// empty ones: advice never fails or faults.
+func TestWillNeed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, make([]byte, 3*os.Getpagesize()+17), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := Map(f, int64(3*os.Getpagesize()+17), ReadOnly)
+	if errors.Is(err, ErrUnsupported) {
+		t.Skip("no memory maps here")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmap(b)
+	WillNeed(b[100 : 2*os.Getpagesize()+5])
+	WillNeed(b[len(b)-1:])
+	WillNeed(b[:0])
+	if b[len(b)-1] != 0 {
+		t.Fatal("mapping changed")
+	}
+}

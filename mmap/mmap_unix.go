@@ -4,6 +4,7 @@ package mmap
 
 import (
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,4 +38,17 @@ func Unmap(b []byte) error {
 		return nil
 	}
 	return unix.Munmap(b)
+}
+
+// WillNeed asks the kernel to start reading the pages under b, a part of a
+// mapping made by Map, so that many scattered reads proceed at once
+// rather than one page fault at a time. It is advice: errors are ignored.
+func WillNeed(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(&b[0]))
+	back := int(start & (page - 1)) // to the page's start: within the mapping, which starts on a page
+	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), -back)), back+len(b)), unix.MADV_WILLNEED)
 }

@@ -9,7 +9,9 @@ package search
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -34,7 +36,7 @@ import (
 var Benchmark = bench.Benchmark{
 	Name: "search",
 	Summary: "index scoring: exhaustive float32 and int8 (+ re-ranking) both ways vs memory bandwidth and PyTorch " +
-		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT: int8 recall | scale=1000000 [candidates=1000,3000 probes=2,4]: pruned search alone]",
+		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT: int8 recall | scale=1000000 [candidates=1000,3000 probes=2,4 rerank=R reuse=1]: pruned search alone]",
 	Run: run,
 }
 
@@ -45,16 +47,19 @@ type params struct {
 	scale, scaleDim, queries                    int
 	dir                                         string
 	candidates, probes                          []int // of the scale run
+	reuse                                       bool  // the scale run: search dir's index and truth again
+	rerank                                      int   // the scale run's SearchOptions.Rerank
 }
 
 func parse(opts bench.Options) (params, error) {
+	var reuse int
 	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20,
 		candidates: []int{1000, 3000, 10000}, probes: []int{2, 4, 8}}
 	if opts.Quick {
 		p.images, p.captions, p.dim, p.reps = 200, 1000, 64, 2
 	}
 	ints := map[string]*int{"images": &p.images, "captions": &p.captions, "regions": &p.regions, "words": &p.words,
-		"dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries}
+		"dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries, "reuse": &reuse, "rerank": &p.rerank}
 	strs := map[string]*string{"world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir}
 	lists := map[string]*[]int{"candidates": &p.candidates, "probes": &p.probes}
 	for _, a := range opts.Args {
@@ -85,7 +90,7 @@ func parse(opts bench.Options) (params, error) {
 			}
 			continue
 		}
-		return p, fmt.Errorf("search: unknown argument %q (images, captions, regions, words, dim, reps, world, checkpoint, scale, scale-dim, queries, candidates, probes, dir)", k)
+		return p, fmt.Errorf("search: unknown argument %q (images, captions, regions, words, dim, reps, world, checkpoint, scale, scale-dim, queries, candidates, probes, rerank, reuse, dir)", k)
 	}
 	if (p.world == "") != (p.checkpoint == "") {
 		return p, fmt.Errorf("search: world= and checkpoint= go together")
@@ -93,6 +98,7 @@ func parse(opts bench.Options) (params, error) {
 	if p.dim%16 != 0 || p.scaleDim%16 != 0 || p.regions <= 0 || p.words <= 0 || p.reps <= 0 {
 		return p, fmt.Errorf("search: dim and scale-dim must be multiples of 16, regions, words and reps positive")
 	}
+	p.reuse = reuse != 0
 	return p, nil
 }
 
@@ -519,21 +525,140 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	for range p.queries {
 		queries = append(queries, w.query(rng.IntN(n), p.words, rng))
 	}
-	qs := &model.Embeddings{}
-	for _, q := range queries {
-		if err := qs.Append(q); err != nil {
+	dir := filepath.Join(tmp, "scale")
+	truthFile := filepath.Join(dir, "truth.json")
+	note := fmt.Sprintf("%d images x %d regions, d=%d, generated", n, p.regions, d)
+	type truthRecord struct {
+		Images, Dim, Regions, Words, Queries int
+		Top10                                [][]int
+	}
+	want := truthRecord{Images: n, Dim: d, Regions: p.regions, Words: p.words, Queries: len(queries)}
+	var truth [][]int
+	if p.reuse {
+		var rec truthRecord
+		b, err := os.ReadFile(truthFile)
+		if errors.Is(err, fs.ErrNotExist) { // an index built before truth.json: recompute the truth alone
+			rec = want
+			if rec.Top10, err = buildScale(ctx, opts, p, w, nil, queries, "", note); err == nil {
+				if b, err = json.Marshal(rec); err == nil {
+					err = os.WriteFile(truthFile, b, 0o644)
+				}
+			}
+		} else if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err != nil {
+			return fmt.Errorf("search: reuse=1: %w (build it first with the same scale and dir)", err)
+		}
+		if rec.Images != n || rec.Dim != d || rec.Regions != p.regions || rec.Words != p.words || rec.Queries != len(queries) {
+			return fmt.Errorf("search: reuse=1: %s was built for %+v", truthFile, rec)
+		}
+		truth = rec.Top10
+	} else {
+		var err error
+		if truth, err = buildScale(ctx, opts, p, w, m, queries, dir, note); err != nil {
+			return err
+		}
+		want.Top10 = truth
+		b, err := json.Marshal(want)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(truthFile, b, 0o644); err != nil {
 			return err
 		}
 	}
-	best := make([][]model.Hit, len(queries)) // each query's exhaustive top 10 so far
-	dir := filepath.Join(tmp, "scale")
-	start := time.Now()
-	var truthTime time.Duration
-	wr, err := index.NewWriter(dir, m, index.Overwrite)
+	st := time.Now()
+	ix, err := index.Open(dir, &index.OpenOptions{SkipChecksums: true, Preload: true})
 	if err != nil {
 		return err
 	}
-	defer wr.Abort()
+	defer ix.Close()
+	opts.Emit(bench.Result{Name: "search/scale open", Metric: "time", Value: time.Since(st).Seconds(), Unit: "s", Note: note + "; checksums skipped, codes and inverted files read into the page cache"})
+	// The index's own exhaustive float32 search must agree with the truth
+	// computed in memory (the same scores, read from the segments); timed
+	// on a few queries, since each reads every float32 vector.
+	var exactMS []float64
+	var agree, agreeTot float64
+	exactQueries := queries[:min(3, len(queries))]
+	if p.reuse {
+		exactQueries = nil // measured when it was built; reading every float32 vector would empty the page cache
+	}
+	for i, q := range exactQueries {
+		st := time.Now()
+		res, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Exact: true, Candidates: -1})
+		if err != nil {
+			return err
+		}
+		exactMS = append(exactMS, float64(time.Since(st).Microseconds())/1000)
+		for _, r := range res {
+			if slices.Contains(truth[i], r.Item) {
+				agree++
+			}
+		}
+		agreeTot += float64(len(truth[i]))
+	}
+	if len(exactMS) > 0 {
+		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "latency", Value: median(exactMS), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d queries, reading every float32 vector", len(exactMS))})
+		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "agreement", Value: agree / agreeTot, Unit: "", Note: "top 10 of the index's exhaustive search against the in-memory truth"})
+	}
+	// Warm the pages every pruned search reads (centroids, lists, codes)
+	// with other queries than the timed ones: the float32 vectors that a
+	// timed query re-ranks are read from wherever they are.
+	for range p.queries {
+		q := w.query(rng.IntN(n), p.words, rng)
+		if _, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: p.candidates[len(p.candidates)-1], Probes: p.probes[len(p.probes)-1], Rerank: p.rerank}); err != nil {
+			return err
+		}
+	}
+	for _, c := range p.candidates {
+		for _, pr := range p.probes {
+			var ms []float64
+			var hit, tot float64
+			for i, q := range queries {
+				st := time.Now()
+				res, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: c, Probes: pr, Rerank: p.rerank})
+				if err != nil {
+					return err
+				}
+				ms = append(ms, float64(time.Since(st).Microseconds())/1000)
+				for _, r := range res {
+					if slices.Contains(truth[i], r.Item) {
+						hit++
+					}
+				}
+				tot += float64(len(truth[i]))
+			}
+			name := fmt.Sprintf("search/scale pruned %d candidates %d probes", c, pr)
+			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: median(ms), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d text queries of %d words", len(queries), p.words)})
+			opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: hit / tot, Unit: "", Note: "against exhaustive float32 scoring"})
+		}
+	}
+	return nil
+}
+
+// buildScale writes the scale run's index in dir (with m; nil m: no index,
+// the truth alone) and returns each query's exhaustive top 10, computed
+// batch by batch in memory.
+func buildScale(ctx context.Context, opts bench.Options, p params, w *worldGen, m model.Model, queries []*model.Embeddings, dir, note string) ([][]int, error) {
+	n := p.scale
+	qs := &model.Embeddings{}
+	for _, q := range queries {
+		if err := qs.Append(q); err != nil {
+			return nil, err
+		}
+	}
+	best := make([][]model.Hit, len(queries)) // each query's exhaustive top 10 so far
+	start := time.Now()
+	var truthTime time.Duration
+	var wr *index.Writer
+	if m != nil {
+		var err error
+		if wr, err = index.NewWriter(dir, m, index.Overwrite); err != nil {
+			return nil, err
+		}
+		defer wr.Abort()
+	}
 	const seg = 65536
 	bar := progress.New("build", int64(n), "images")
 	for lo := 0; lo < n; lo += seg {
@@ -543,13 +668,15 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		for i := range rows {
 			rows[i] = index.ImageRow{ID: fmt.Sprintf("img%08d", lo+i)}
 		}
-		if err := wr.AddImages(e, rows); err != nil {
-			return err
+		if wr != nil {
+			if err := wr.AddImages(e, rows); err != nil {
+				return nil, err
+			}
 		}
 		st := time.Now()
 		sc, err := model.ScoreMatrix(ctx, e, qs, model.MrSw) // images x queries
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for qi := range queries {
 			col := make([]float32, hi-lo)
@@ -572,84 +699,33 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		truthTime += time.Since(st)
 		bar.Add(int64(hi - lo))
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if err := wr.Commit(ctx); err != nil {
-		return err
-	}
 	bar.Finish()
+	if wr == nil {
+		return truthOf(best), nil
+	}
+	if err := wr.Commit(ctx); err != nil {
+		return nil, err
+	}
 	build := time.Since(start) - truthTime
 	size := dirSize(dir)
-	ix, err := index.Open(dir, &index.OpenOptions{SkipChecksums: true})
-	if err != nil {
-		return err
-	}
-	defer ix.Close()
-	note := fmt.Sprintf("%d images x %d regions, d=%d, generated", n, p.regions, d)
 	opts.Emit(bench.Result{Name: "search/scale build", Metric: "throughput", Value: float64(n) / build.Seconds(), Unit: "images/s", Note: note + "; quantize, sketch, inverted file, write, catalogue (no encoding)"})
 	opts.Emit(bench.Result{Name: "search/scale build", Metric: "index size", Value: float64(size) / 1e9, Unit: "GB", Note: note})
 	opts.Emit(bench.Result{Name: "search/scale build", Metric: "bytes per image", Value: float64(size) / float64(n), Unit: "B", Note: note})
-	truth := make([][]int, len(queries))
+	return truthOf(best), nil
+}
+
+// truthOf returns the item numbers of each query's hits.
+func truthOf(best [][]model.Hit) [][]int {
+	truth := make([][]int, len(best))
 	for i, b := range best {
 		for _, h := range b {
 			truth[i] = append(truth[i], h.Index)
 		}
 	}
-	// The index's own exhaustive float32 search must agree with the truth
-	// computed in memory (the same scores, read from the segments); timed
-	// on a few queries, since each reads every float32 vector.
-	var exactMS []float64
-	var agree, agreeTot float64
-	for i, q := range queries[:min(3, len(queries))] {
-		st := time.Now()
-		res, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Exact: true, Candidates: -1})
-		if err != nil {
-			return err
-		}
-		exactMS = append(exactMS, float64(time.Since(st).Microseconds())/1000)
-		for _, r := range res {
-			if slices.Contains(truth[i], r.Item) {
-				agree++
-			}
-		}
-		agreeTot += float64(len(truth[i]))
-	}
-	opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "latency", Value: median(exactMS), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d queries, reading every float32 vector", len(exactMS))})
-	opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "agreement", Value: agree / agreeTot, Unit: "", Note: "top 10 of the index's exhaustive search against the in-memory truth"})
-	// Warm the pages every pruned search reads (centroids, lists, codes)
-	// with other queries than the timed ones: the float32 vectors that a
-	// timed query re-ranks are read from wherever they are.
-	for range p.queries {
-		q := w.query(rng.IntN(n), p.words, rng)
-		if _, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: p.candidates[len(p.candidates)-1], Probes: p.probes[len(p.probes)-1]}); err != nil {
-			return err
-		}
-	}
-	for _, c := range p.candidates {
-		for _, pr := range p.probes {
-			var ms []float64
-			var hit, tot float64
-			for i, q := range queries {
-				st := time.Now()
-				res, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: c, Probes: pr})
-				if err != nil {
-					return err
-				}
-				ms = append(ms, float64(time.Since(st).Microseconds())/1000)
-				for _, r := range res {
-					if slices.Contains(truth[i], r.Item) {
-						hit++
-					}
-				}
-				tot += float64(len(truth[i]))
-			}
-			name := fmt.Sprintf("search/scale pruned %d candidates %d probes", c, pr)
-			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: median(ms), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d text queries of %d words", len(queries), p.words)})
-			opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: hit / tot, Unit: "", Note: "against exhaustive float32 scoring"})
-		}
-	}
-	return nil
+	return truth
 }
 
 func median(v []float64) float64 {
