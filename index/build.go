@@ -109,7 +109,7 @@ func Encode(ctx context.Context, m model.Model, c Collection, sink Sink, o *Buil
 		return nil
 	}
 	err := encode("encode images", c.Images.Len(), "images", func(lo, hi int, eo *model.EncodeOptions) error {
-		e, err := model.EncodeImages(ctx, m, sliceSource{c.Images, lo, hi}, eo)
+		e, err := model.EncodeImages(ctx, m, model.SliceImages(c.Images, lo, hi), eo)
 		if err != nil {
 			return err
 		}
@@ -138,15 +138,3 @@ func Encode(ctx context.Context, m model.Model, c Collection, sink Sink, o *Buil
 	st.Images, st.Captions = c.Images.Len(), len(c.Captions)
 	return st, nil
 }
-
-// sliceSource is images lo..hi-1 of an ImageSource.
-type sliceSource struct {
-	src    model.ImageSource
-	lo, hi int
-}
-
-func (s sliceSource) Len() int                 { return s.hi - s.lo }
-func (s sliceSource) Dims() (int, int)         { return s.src.Dims() }
-func (s sliceSource) Image(i int) []float32    { return s.src.Image(s.lo + i) }
-func (s sliceSource) NumRegions(i int) int     { return s.src.NumRegions(s.lo + i) }
-func (s sliceSource) Box5(i, r int) [5]float32 { return s.src.Box5(s.lo+i, r) }

@@ -240,19 +240,26 @@ func (ix *Index) Len() (images, captions int) {
 // directory on first use): search needs it to encode text queries.
 func (ix *Index) Model() (model.Model, error) {
 	ix.modelOnce.Do(func() {
-		m, f, err := model.Load(filepath.Join(ix.dir, ix.man.Model.File))
-		if err != nil {
-			ix.modelErr = fmt.Errorf("index %s: %w", ix.dir, err)
-			return
+		ix.model, ix.modelErr = LoadModel(ix.dir, ix.man.Model)
+		if ix.modelErr != nil {
+			ix.modelErr = fmt.Errorf("index %s: %w", ix.dir, ix.modelErr)
 		}
-		f.Close()
-		if fp := model.Fingerprint(m); fp != ix.man.Model.Fingerprint {
-			ix.modelErr = fmt.Errorf("index %s: model file %s has fingerprint %s, the manifest %s: the file was replaced", ix.dir, ix.man.Model.File, fp, ix.man.Model.Fingerprint)
-			return
-		}
-		ix.model = m
 	})
 	return ix.model, ix.modelErr
+}
+
+// LoadModel loads the model an index keeps in dir (info.File) and checks
+// that it is the one the manifest names (info.Fingerprint).
+func LoadModel(dir string, info ModelInfo) (model.Model, error) {
+	m, f, err := model.Load(filepath.Join(dir, info.File))
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	if fp := model.Fingerprint(m); fp != info.Fingerprint {
+		return nil, fmt.Errorf("model file %s has fingerprint %s, the manifest %s: the file was replaced", info.File, fp, info.Fingerprint)
+	}
+	return m, nil
 }
 
 // locate returns the segment and row of item number n among segs.

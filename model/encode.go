@@ -28,6 +28,21 @@ type ImageSource interface {
 	Box5(i, r int) [5]float32
 }
 
+// SliceImages returns images lo..hi-1 of src as an ImageSource.
+func SliceImages(src ImageSource, lo, hi int) ImageSource { return imageSlice{src, lo, hi} }
+
+// imageSlice is images lo..hi-1 of an ImageSource.
+type imageSlice struct {
+	src    ImageSource
+	lo, hi int
+}
+
+func (s imageSlice) Len() int                 { return s.hi - s.lo }
+func (s imageSlice) Dims() (int, int)         { return s.src.Dims() }
+func (s imageSlice) Image(i int) []float32    { return s.src.Image(s.lo + i) }
+func (s imageSlice) NumRegions(i int) int     { return s.src.NumRegions(s.lo + i) }
+func (s imageSlice) Box5(i, r int) [5]float32 { return s.src.Box5(s.lo+i, r) }
+
 // ImageBatch gathers images idx of src into an encoder batch: features
 // (B, R, D), box codes (B, R, 5) and the valid-region mask (B, R).
 func ImageBatch(src ImageSource, idx []int) Images {

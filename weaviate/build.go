@@ -172,7 +172,7 @@ func Build(ctx context.Context, dir string, m model.Model, c index.Collection, c
 	if opt.Progress {
 		s.bar = progress.New("upload images", int64(man.Images-man.ImagesDone), "images")
 	}
-	sub := index.Collection{Images: sliceSource{c.Images, man.ImagesDone, man.Images},
+	sub := index.Collection{Images: model.SliceImages(c.Images, man.ImagesDone, man.Images),
 		ImageRows: c.ImageRows[man.ImagesDone:], Captions: c.Captions[man.CaptionsDone:]}
 	s.imageBase, s.captionBase = man.ImagesDone, man.CaptionsDone
 	st, err := index.Encode(ctx, m, sub, s, &index.BuildOptions{SegmentItems: 512, Encode: opt.Encode})
@@ -221,18 +221,6 @@ func (s *sink) AddCaptions(e *model.Embeddings, rows []index.CaptionRow) error {
 	s.man.CaptionsDone = s.captionBase
 	return writeManifest(s.dir, s.man)
 }
-
-// sliceSource is images lo..hi-1 of an ImageSource.
-type sliceSource struct {
-	src    model.ImageSource
-	lo, hi int
-}
-
-func (s sliceSource) Len() int                 { return s.hi - s.lo }
-func (s sliceSource) Dims() (int, int)         { return s.src.Dims() }
-func (s sliceSource) Image(i int) []float32    { return s.src.Image(s.lo + i) }
-func (s sliceSource) NumRegions(i int) int     { return s.src.NumRegions(s.lo + i) }
-func (s sliceSource) Box5(i, r int) [5]float32 { return s.src.Box5(s.lo+i, r) }
 
 // Uploader writes encoded images and captions into an index's Weaviate
 // collections, in concurrent batches with retries. Build uses it; so do

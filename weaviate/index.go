@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,17 +99,10 @@ func (ix *Index) Model() (model.Model, error) {
 			ix.modelErr = errors.New("weaviate index: attached without a directory, so without its model")
 			return
 		}
-		m, f, err := model.Load(filepath.Join(ix.dir, ix.man.Model.File))
-		if err != nil {
-			ix.modelErr = fmt.Errorf("weaviate index %s: %w", ix.dir, err)
-			return
+		ix.model, ix.modelErr = index.LoadModel(ix.dir, ix.man.Model)
+		if ix.modelErr != nil {
+			ix.modelErr = fmt.Errorf("weaviate index %s: %w", ix.dir, ix.modelErr)
 		}
-		f.Close()
-		if fp := model.Fingerprint(m); fp != ix.man.Model.Fingerprint {
-			ix.modelErr = fmt.Errorf("weaviate index %s: model file %s has fingerprint %s, the manifest %s: the file was replaced", ix.dir, ix.man.Model.File, fp, ix.man.Model.Fingerprint)
-			return
-		}
-		ix.model = m
 	})
 	return ix.model, ix.modelErr
 }
