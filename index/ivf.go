@@ -406,7 +406,7 @@ func dotsInto(vecs []float32, d int, p *packedFloats, out, tmp []float32) {
 
 // AutoProbes is the default number of cells a pruned search probes per
 // query vector.
-const AutoProbes = 2
+const AutoProbes = 1
 
 // ivfCandidates returns the n items of segs (all with an inverted file)
 // rated best for the query q under scoring s: the items with a vector in

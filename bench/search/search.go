@@ -54,7 +54,7 @@ type params struct {
 func parse(opts bench.Options) (params, error) {
 	var reuse int
 	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20,
-		candidates: []int{1000, 3000, 10000}, probes: []int{2, 4, 8}}
+		candidates: []int{1000, 3000, 10000}, probes: []int{1, 2}}
 	if opts.Quick {
 		p.images, p.captions, p.dim, p.reps = 200, 1000, 64, 2
 	}
