@@ -44,7 +44,7 @@ var Benchmark = bench.Benchmark{
 type params struct {
 	images, captions, regions, words, dim, reps int
 	world, checkpoint                           string
-	scale, scaleDim, queries                    int
+	scale, scaleDim, queries, objects           int
 	dir                                         string
 	candidates, probes                          []int // of the scale run
 	reuse                                       bool  // the scale run: search dir's index and truth again
@@ -53,13 +53,13 @@ type params struct {
 
 func parse(opts bench.Options) (params, error) {
 	var reuse int
-	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20,
+	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20, objects: worldObjects,
 		candidates: []int{1000, 3000, 10000}, probes: []int{1, 2}}
 	if opts.Quick {
 		p.images, p.captions, p.dim, p.reps = 200, 1000, 64, 2
 	}
 	ints := map[string]*int{"images": &p.images, "captions": &p.captions, "regions": &p.regions, "words": &p.words,
-		"dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries, "reuse": &reuse, "rerank": &p.rerank}
+		"dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries, "objects": &p.objects, "reuse": &reuse, "rerank": &p.rerank}
 	strs := map[string]*string{"world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir}
 	lists := map[string]*[]int{"candidates": &p.candidates, "probes": &p.probes}
 	for _, a := range opts.Args {
@@ -90,13 +90,13 @@ func parse(opts bench.Options) (params, error) {
 			}
 			continue
 		}
-		return p, fmt.Errorf("search: unknown argument %q (images, captions, regions, words, dim, reps, world, checkpoint, scale, scale-dim, queries, candidates, probes, rerank, reuse, dir)", k)
+		return p, fmt.Errorf("search: unknown argument %q (images, captions, regions, words, dim, reps, world, checkpoint, scale, scale-dim, queries, objects, candidates, probes, rerank, reuse, dir)", k)
 	}
 	if (p.world == "") != (p.checkpoint == "") {
 		return p, fmt.Errorf("search: world= and checkpoint= go together")
 	}
-	if p.dim%16 != 0 || p.scaleDim%16 != 0 || p.regions <= 0 || p.words <= 0 || p.reps <= 0 {
-		return p, fmt.Errorf("search: dim and scale-dim must be multiples of 16, regions, words and reps positive")
+	if p.dim%16 != 0 || p.scaleDim%16 != 0 || p.regions <= 0 || p.words <= 0 || p.reps <= 0 || p.objects <= 0 {
+		return p, fmt.Errorf("search: dim and scale-dim must be multiples of 16, regions, words, reps and objects positive")
 	}
 	p.reuse = reuse != 0
 	return p, nil
@@ -518,7 +518,7 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	if err != nil {
 		return err
 	}
-	w := newWorldGen(d, 7)
+	w := newWorldGenObjects(d, 7, p.objects)
 	// Queries: the objects of random images, plus function words.
 	rng := rand.New(rand.NewPCG(11, 12))
 	var queries []*model.Embeddings
@@ -757,12 +757,18 @@ type worldGen struct {
 	objects [][]float32
 }
 
+// worldObjects is the generator's default number of object directions.
 const worldObjects = 4096
 
-func newWorldGen(d int, seed uint64) *worldGen {
+func newWorldGen(d int, seed uint64) *worldGen { return newWorldGenObjects(d, seed, worldObjects) }
+
+// newWorldGenObjects is newWorldGen with k object directions: fewer make
+// more images share each object, as a small collection of one domain
+// does.
+func newWorldGenObjects(d int, seed uint64, k int) *worldGen {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	w := &worldGen{d: d, seed: seed}
-	for range worldObjects {
+	for range k {
 		w.objects = append(w.objects, unitVectors(rng, 1, d))
 	}
 	return w
@@ -774,7 +780,7 @@ func (w *worldGen) objectsOf(i int) []int {
 	k := 2 + rng.IntN(4)
 	out := make([]int, k)
 	for j := range out {
-		out[j] = rng.IntN(worldObjects)
+		out[j] = rng.IntN(len(w.objects))
 	}
 	return out
 }
