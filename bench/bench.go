@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 )
@@ -105,4 +106,18 @@ func formatValue(v float64) string {
 		s = fmt.Sprintf("%.3f", v)
 	}
 	return s
+}
+
+// WorkDir returns dir for a benchmark's files when it is set (they are
+// kept), else a new temporary directory named after pattern, which the
+// returned function removes.
+func WorkDir(dir, pattern string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
 }

@@ -107,13 +107,11 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return err
 	}
-	tmp := p.dir
-	if tmp == "" {
-		if tmp, err = os.MkdirTemp("", "xmr-bench-search-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
+	tmp, cleanup, err := bench.WorkDir(p.dir, "xmr-bench-search-")
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	if p.scale > 0 {
 		return scaleRun(ctx, opts, p, tmp)
 	}

@@ -98,13 +98,11 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return err
 	}
-	dir := p.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "xmr-bench-serve-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
+	dir, cleanup, err := bench.WorkDir(p.dir, "xmr-bench-serve-")
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	queries, err := prepare(ctx, p, dir)
 	if err != nil {
 		return err

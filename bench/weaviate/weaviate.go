@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -112,13 +111,11 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return err
 	}
-	tmp := p.dir
-	if tmp == "" {
-		if tmp, err = os.MkdirTemp("", "xmr-bench-weaviate-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
+	tmp, cleanup, err := bench.WorkDir(p.dir, "xmr-bench-weaviate-")
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	co := weaviate.ClusterOptions{Binary: p.server, Nodes: 1, Dir: filepath.Join(tmp, "weaviate")}
 	if p.async {
 		co.Env = append(co.Env, "ASYNC_INDEXING=true")
