@@ -264,8 +264,14 @@ func run(ctx context.Context, opts bench.Options) error {
 		opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: hit / tot, Note: recallNote})
 		return nil
 	}
-	err = measure("weaviate/local index MrSw (int8 + float32 re-ranking)", func(q *model.Embeddings) ([]index.Result, error) {
+	err = measure("weaviate/local index MrSw (default: compressed codes + float32 re-ranking)", func(q *model.Embeddings) ([]index.Result, error) {
 		return local.Search(ctx, q, true, &index.SearchOptions{K: 10})
+	}, mrsw, "against exhaustive float32 MrSw")
+	if err != nil {
+		return err
+	}
+	err = measure(fmt.Sprintf("weaviate/local index MrSw (pruned: inverted file, %d candidates)", index.AutoCandidates), func(q *model.Embeddings) ([]index.Result, error) {
+		return local.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: index.AutoCandidates})
 	}, mrsw, "against exhaustive float32 MrSw")
 	if err != nil {
 		return err
