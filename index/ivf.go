@@ -3,7 +3,6 @@ package index
 import (
 	"context"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"math/bits"
 	"runtime"
@@ -77,7 +76,6 @@ func (v *ivfView) check(offsets []int) error {
 type quantizer struct {
 	cells, d  int
 	centroids []float32 // cells x d
-	id        uint32    // CRC-32C of the centroids: segments sharing it share the query's table
 	groups    int
 	groupCent []float32       // groups x d
 	members   [][]int32       // cells of each group
@@ -115,11 +113,10 @@ func trainQuantizer(vecs []float32, d int) *quantizer {
 	}
 	cells := ivfCells(n)
 	qz := &quantizer{cells: cells, d: d, centroids: sphericalKmeans(vecs, d, strided(n, cells*ivfSample), cells)}
-	qz.id = crc32.Checksum(bytesOf(qz.centroids), crcTable)
 	qz.groups = 1 << ((bits.Len(uint(cells)) - 1 + 1) / 2) // about sqrt(cells)
 	qz.groupCent = sphericalKmeans(qz.centroids, d, strided(cells, cells), qz.groups)
 	qz.members = make([][]int32, qz.groups)
-	for c, g := range assignSerial(qz.centroids, d, qz.groupCent, qz.groups) {
+	for c, g := range assignSerial(qz.centroids, d, qz.groupCent) {
 		qz.members[g] = append(qz.members[g], int32(c))
 	}
 	for _, mem := range qz.members {
@@ -140,7 +137,7 @@ func (qz *quantizer) assign(vecs []float32) []uint16 {
 	n := len(vecs) / d
 	out := make([]uint16, n)
 	if qz.groups <= ivfGroupProbes {
-		for i, c := range assign(vecs, d, qz.centroids, qz.cells) {
+		for i, c := range assign(vecs, d, qz.centroids) {
 			out[i] = uint16(c)
 		}
 		return out
@@ -291,7 +288,7 @@ func sphericalKmeans(vecs []float32, d int, sample []int, k int) []float32 {
 	}
 	sum := make([]float64, k*d)
 	for range ivfKmeansIters {
-		a := assign(rows, d, cents, k)
+		a := assign(rows, d, cents)
 		clear(sum)
 		cnt := make([]int, k)
 		for j, c := range a {
@@ -322,9 +319,9 @@ func sphericalKmeans(vecs []float32, d int, sample []int, k int) []float32 {
 	return cents
 }
 
-// assign returns, for each row of vecs, the centroid (of k) with the
+// assign returns, for each row of vecs, the centroid (of cents) with the
 // largest dot product, in parallel.
-func assign(vecs []float32, d int, cents []float32, k int) []int32 {
+func assign(vecs []float32, d int, cents []float32) []int32 {
 	n := len(vecs) / d
 	out := make([]int32, n)
 	workers := runtime.GOMAXPROCS(0)
@@ -352,7 +349,7 @@ func assign(vecs []float32, d int, cents []float32, k int) []int32 {
 }
 
 // assignSerial is assign on the calling goroutine.
-func assignSerial(vecs []float32, d int, cents []float32, k int) []int32 {
+func assignSerial(vecs []float32, d int, cents []float32) []int32 {
 	out := make([]int32, len(vecs)/d)
 	argmaxDots(vecs, d, packFloats(cents, d), nil, out)
 	return out

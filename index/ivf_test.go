@@ -129,7 +129,7 @@ func TestQuantizerAssign(t *testing.T) {
 		e, _ := clusteredItems(rng, n, 8, d, objects)
 		qz := trainQuantizer(e.Vecs, d)
 		got := qz.assign(e.Vecs)
-		want := assignSerial(e.Vecs, d, qz.centroids, qz.cells)
+		want := assignSerial(e.Vecs, d, qz.centroids)
 		same, objSame, objAll := 0, 0, 0
 		for i := range got {
 			near := i%8 < 4 // the vectors near an object
@@ -185,7 +185,6 @@ func TestIVFLists(t *testing.T) {
 	if v == nil || v.cells != ivfCells(len(e.Pos)) {
 		t.Fatalf("inverted file %+v, want %d cells", v, ivfCells(len(e.Pos)))
 	}
-	qz := &quantizer{cells: v.cells, d: d, centroids: v.centroids}
 	seen := make([]bool, len(e.Pos))
 	for c := 0; c < v.cells; c++ {
 		for k := v.off[c]; k < v.off[c+1]; k++ {
@@ -206,14 +205,13 @@ func TestIVFLists(t *testing.T) {
 		t.Fatal("a vector is in no list")
 	}
 	// The cells of the file are the quantizer's assignment.
-	qz.groups = 1
 	cellOf := make([]int, len(e.Pos))
 	for c := 0; c < v.cells; c++ {
 		for k := v.off[c]; k < v.off[c+1]; k++ {
 			cellOf[v.vecs[k]] = c
 		}
 	}
-	for x, c := range assignSerial(e.Vecs, d, v.centroids, v.cells) {
+	for x, c := range assignSerial(e.Vecs, d, v.centroids) {
 		if int(c) != cellOf[x] {
 			t.Fatalf("vector %d filed in cell %d, its best cell is %d", x, cellOf[x], c)
 		}

@@ -406,7 +406,7 @@ func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
 // bytesOf views a slice of fixed-size numbers as its little-endian bytes
 // (the machines xmr supports are little-endian; see hostLE).
-func bytesOf[T uint64 | int64 | int32 | uint16 | int8 | uint8 | float32](v []T) []byte {
+func bytesOf[T uint64 | int64 | int32 | int8 | uint8 | float32](v []T) []byte {
 	if len(v) == 0 {
 		return nil
 	}
@@ -415,7 +415,7 @@ func bytesOf[T uint64 | int64 | int32 | uint16 | int8 | uint8 | float32](v []T) 
 
 // sliceOf views little-endian bytes (64-byte aligned in a mapping) as a
 // slice of numbers.
-func sliceOf[T uint64 | int64 | int32 | uint16 | int8 | uint8 | float32](b []byte) []T {
+func sliceOf[T uint64 | int64 | int32 | int8 | uint8 | float32](b []byte) []T {
 	var zero T
 	n := len(b) / int(unsafe.Sizeof(zero))
 	if n == 0 {
