@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -44,24 +43,9 @@ type File struct {
 // data exactly. Errors name the file and the offending tensor, and wrap
 // ErrFormat when the content is at fault.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	data, mapped, err := mmap.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("checkpoint %s: not a regular file", path)
-	}
-	data, err := mmap.Map(f, st.Size(), mmap.ReadOnly)
-	mapped := err == nil
-	if !mapped {
-		if data, err = io.ReadAll(f); err != nil {
-			return nil, fmt.Errorf("checkpoint %s: read: %w", path, err)
-		}
 	}
 	cf, err := newFile(path, data)
 	if err != nil {

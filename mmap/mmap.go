@@ -3,7 +3,12 @@
 // ErrUnsupported and callers read the file instead.
 package mmap
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
 
 // ErrUnsupported is returned by Map for a file that cannot be mapped: on a
 // platform without mmap, and for empty files or sizes beyond the address
@@ -24,3 +29,29 @@ const (
 // willNeedMax is the largest mapping Map asks the kernel to read ahead in
 // full; reading a larger one ahead would evict its start before it is used.
 const willNeedMax = 8 << 30
+
+// ReadFile returns the content of the regular file at path, mapped
+// read-only where the platform allows (mapped is true, and Unmap releases
+// it) and read into memory otherwise (empty files included). Errors name
+// the path.
+func ReadFile(path string) (data []byte, mapped bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("%s: not a regular file", path)
+	}
+	if data, err = Map(f, st.Size(), ReadOnly); err == nil {
+		return data, true, nil
+	}
+	if data, err = io.ReadAll(f); err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data, false, nil
+}

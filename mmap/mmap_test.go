@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +82,48 @@ func TestWillNeed(t *testing.T) {
 	WillNeed(b[:0])
 	if b[len(b)-1] != 0 {
 		t.Fatal("mapping changed")
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	full, empty := filepath.Join(dir, "full"), filepath.Join(dir, "empty")
+	if err := os.WriteFile(full, []byte("twelve bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, path, want, err string
+	}{
+		{"regular", full, "twelve bytes", ""},
+		{"empty (read, not mapped)", empty, "", ""},
+		{"directory", dir, "", dir + ": not a regular file"},
+		{"missing", filepath.Join(dir, "none"), "", "no such file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data, mapped, err := ReadFile(c.path)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(data) != c.want {
+				t.Errorf("content %q, want %q", data, c.want)
+			}
+			if mapped {
+				if len(data) == 0 {
+					t.Error("an empty file reported as mapped")
+				}
+				if err := Unmap(data); err != nil {
+					t.Error(err)
+				}
+			}
+		})
 	}
 }

@@ -345,18 +345,29 @@ func (s *Server) searchText(w http.ResponseWriter, r *http.Request) (any, error)
 	if err != nil {
 		return nil, err
 	}
+	opts := &index.SearchOptions{K: k, Explain: q.Explain}
+	return s.respond(r, q.Text, "text-to-image", func(ctx context.Context) ([]index.Result, error) {
+		return s.ix.SearchText(ctx, q.Text, opts)
+	}, func(h index.Result) resultJSON {
+		return resultJSON{Rank: h.Rank, Item: h.Item, Score: h.Score, Image: s.image(*h.Image), Alignments: alignments(h.Explain)}
+	})
+}
+
+// respond runs search under the server's limits and times it, and answers
+// with its results, each turned into JSON by row.
+func (s *Server) respond(r *http.Request, query, mode string, search func(context.Context) ([]index.Result, error), row func(index.Result) resultJSON) (any, error) {
 	var res []index.Result
 	start := time.Now()
-	err = s.run(r, func(ctx context.Context) (err error) {
-		res, err = s.ix.SearchText(ctx, q.Text, &index.SearchOptions{K: k, Explain: q.Explain})
+	err := s.run(r, func(ctx context.Context) (err error) {
+		res, err = search(ctx)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := searchResponse{Query: q.Text, Mode: "text-to-image", Scoring: s.scoring(), Results: []resultJSON{}, Millis: millis(start)}
+	out := searchResponse{Query: query, Mode: mode, Scoring: s.scoring(), Results: []resultJSON{}, Millis: millis(start)}
 	for _, h := range res {
-		out.Results = append(out.Results, resultJSON{Rank: h.Rank, Item: h.Item, Score: h.Score, Image: s.image(*h.Image), Alignments: alignments(h.Explain)})
+		out.Results = append(out.Results, row(h))
 	}
 	return out, nil
 }
@@ -380,21 +391,13 @@ func (s *Server) searchImage(w http.ResponseWriter, r *http.Request) (any, error
 	if err != nil {
 		return nil, err
 	}
-	var res []index.Result
-	start := time.Now()
-	err = s.run(r, func(ctx context.Context) (err error) {
-		res, err = s.ix.SearchImage(ctx, q.ImageID, &index.SearchOptions{K: k, Explain: q.Explain})
-		return err
+	opts := &index.SearchOptions{K: k, Explain: q.Explain}
+	return s.respond(r, q.ImageID, "image-to-text", func(ctx context.Context) ([]index.Result, error) {
+		return s.ix.SearchImage(ctx, q.ImageID, opts)
+	}, func(h index.Result) resultJSON {
+		return resultJSON{Rank: h.Rank, Item: h.Item, Score: h.Score,
+			Caption: &captionJSON{Item: h.Item, Text: h.Caption.Text, ImageID: h.Caption.ImageID}, Alignments: alignments(h.Explain)}
 	})
-	if err != nil {
-		return nil, err
-	}
-	out := searchResponse{Query: q.ImageID, Mode: "image-to-text", Scoring: s.scoring(), Results: []resultJSON{}, Millis: millis(start)}
-	for _, h := range res {
-		out.Results = append(out.Results, resultJSON{Rank: h.Rank, Item: h.Item, Score: h.Score,
-			Caption: &captionJSON{Item: h.Item, Text: h.Caption.Text, ImageID: h.Caption.ImageID}, Alignments: alignments(h.Explain)})
-	}
-	return out, nil
 }
 
 // alignRequest is the body of POST /api/align: an image and either a

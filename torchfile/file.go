@@ -31,7 +31,6 @@ import (
 	"hash/crc32"
 	"io"
 	"math/big"
-	"os"
 	"strconv"
 	"strings"
 
@@ -57,24 +56,9 @@ var ErrFormat = errors.New("not a valid PyTorch file")
 // Open reads the torch.save file at path. Its tensors read their data
 // from the file's memory: read them before Close.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	data, mapped, err := mmap.ReadFile(path)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	data, err := mmap.Map(f, st.Size(), mmap.ReadOnly)
-	mapped := err == nil
-	if !mapped {
-		if data, err = io.ReadAll(f); err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
 	}
 	tf, err := Parse(path, data)
 	if err != nil {

@@ -221,6 +221,27 @@ func (u *unpickler) popMark() ([]Value, error) {
 	return items, nil
 }
 
+// memoIndex reads the memo index of a PUT or GET opcode (named name): a
+// decimal line for the text forms 'p' and 'g', one byte for 'q' and 'h',
+// four for 'r' and 'j'.
+func (u *unpickler) memoIndex(name string, op byte) (uint64, error) {
+	switch op {
+	case 'q', 'h':
+		return u.readUint(1)
+	case 'r', 'j':
+		return u.readUint(4)
+	}
+	s, err := u.readLine()
+	if err != nil {
+		return 0, err
+	}
+	idx, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, u.errorf("%s %q: not an index", name, s)
+	}
+	return idx, nil
+}
+
 func (u *unpickler) memoPut(idx uint64) error {
 	v, err := u.top()
 	if err != nil {
@@ -478,46 +499,16 @@ func (u *unpickler) step(op byte) (done bool, err error) {
 		}
 
 	// Memo.
-	case 'p': // PUT (text)
-		var s string
-		if s, err = u.readLine(); err != nil {
-			return false, err
-		}
-		idx, perr := strconv.ParseUint(s, 10, 32)
-		if perr != nil {
-			return false, u.errorf("PUT %q: not an index", s)
-		}
-		err = u.memoPut(idx)
-	case 'q':
+	case 'p', 'q', 'r': // PUT (text), BINPUT, LONG_BINPUT
 		var idx uint64
-		if idx, err = u.readUint(1); err == nil {
-			err = u.memoPut(idx)
-		}
-	case 'r':
-		var idx uint64
-		if idx, err = u.readUint(4); err == nil {
+		if idx, err = u.memoIndex("PUT", op); err == nil {
 			err = u.memoPut(idx)
 		}
 	case 0x94: // MEMOIZE
 		err = u.memoPut(uint64(len(u.memo)))
-	case 'g': // GET (text)
-		var s string
-		if s, err = u.readLine(); err != nil {
-			return false, err
-		}
-		idx, perr := strconv.ParseUint(s, 10, 32)
-		if perr != nil {
-			return false, u.errorf("GET %q: not an index", s)
-		}
-		err = u.memoGet(idx)
-	case 'h':
+	case 'g', 'h', 'j': // GET (text), BINGET, LONG_BINGET
 		var idx uint64
-		if idx, err = u.readUint(1); err == nil {
-			err = u.memoGet(idx)
-		}
-	case 'j':
-		var idx uint64
-		if idx, err = u.readUint(4); err == nil {
+		if idx, err = u.memoIndex("GET", op); err == nil {
 			err = u.memoGet(idx)
 		}
 
