@@ -50,31 +50,12 @@ func parse(opts bench.Options) (params, error) {
 	if opts.Quick {
 		p.budget, p.models = 10*time.Second, []string{"tern-small", "vsepp-small"}
 	}
-	for _, a := range opts.Args {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok {
-			return p, fmt.Errorf("learn: argument %q: want key=value (data, budget, models, seed)", a)
-		}
-		switch k {
-		case "data":
-			p.data = v
-		case "budget":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return p, fmt.Errorf("learn: budget=%q: want a positive duration such as 4m", v)
-			}
-			p.budget = d
-		case "models":
-			p.models = strings.Split(v, ",")
-		case "seed":
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return p, fmt.Errorf("learn: seed=%q: want a whole number", v)
-			}
-			p.seed = n
-		default:
-			return p, fmt.Errorf("learn: unknown argument %q (data, budget, models, seed)", k)
-		}
+	err := bench.ParseArgs("learn", opts.Args, map[string]any{"data": &p.data, "budget": &p.budget, "models": &p.models, "seed": &p.seed})
+	if err != nil {
+		return p, err
+	}
+	if p.budget <= 0 {
+		return p, fmt.Errorf("learn: budget=%v: want a positive duration such as 4m", p.budget)
 	}
 	if p.data == "" {
 		return p, fmt.Errorf("learn: give data=DIR, a data set with train, dev and test splits (e.g. data=../shared/data/flickr8k-mini)")

@@ -19,8 +19,9 @@ func TestParse(t *testing.T) {
 		want string // part of the error; "" for none
 	}{
 		{nil, "give data=DIR"},
-		{[]string{"data=d", "budget=soon"}, `budget="soon": want a positive duration`},
-		{[]string{"data=d", "budget=-1m"}, "want a positive duration"},
+		{[]string{"data=d", "budget=soon"}, `budget="soon": want a duration such as 30s`},
+		{[]string{"data=d", "budget=-1m"}, "not negative"},
+		{[]string{"data=d", "budget=0s"}, "budget=0s: want a positive duration"},
 		{[]string{"data=d", "epochs=3"}, `unknown argument "epochs"`},
 		{[]string{"data"}, `argument "data": want key=value`},
 		{[]string{"data=d", "seed=x"}, `seed="x"`},

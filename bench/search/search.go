@@ -19,7 +19,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,45 +51,17 @@ type params struct {
 }
 
 func parse(opts bench.Options) (params, error) {
-	var reuse int
 	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20, objects: worldObjects,
 		candidates: []int{1000, 3000, 10000}, probes: []int{1, 2}}
 	if opts.Quick {
 		p.images, p.captions, p.dim, p.reps = 200, 1000, 64, 2
 	}
-	ints := map[string]*int{"images": &p.images, "captions": &p.captions, "regions": &p.regions, "words": &p.words,
-		"dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries, "objects": &p.objects, "reuse": &reuse, "rerank": &p.rerank}
-	strs := map[string]*string{"world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir}
-	lists := map[string]*[]int{"candidates": &p.candidates, "probes": &p.probes}
-	for _, a := range opts.Args {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok {
-			return p, fmt.Errorf("search: argument %q: want key=value", a)
-		}
-		if ip, ok := ints[k]; ok {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return p, fmt.Errorf("search: %s=%q: want a whole number", k, v)
-			}
-			*ip = n
-			continue
-		}
-		if sp, ok := strs[k]; ok {
-			*sp = v
-			continue
-		}
-		if lp, ok := lists[k]; ok {
-			*lp = nil
-			for _, f := range strings.Split(v, ",") {
-				n, err := strconv.Atoi(f)
-				if err != nil || n <= 0 {
-					return p, fmt.Errorf("search: %s=%q: want positive whole numbers separated by commas", k, v)
-				}
-				*lp = append(*lp, n)
-			}
-			continue
-		}
-		return p, fmt.Errorf("search: unknown argument %q (images, captions, regions, words, dim, reps, world, checkpoint, scale, scale-dim, queries, objects, candidates, probes, rerank, reuse, dir)", k)
+	err := bench.ParseArgs("search", opts.Args, map[string]any{"images": &p.images, "captions": &p.captions, "regions": &p.regions,
+		"words": &p.words, "dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries,
+		"objects": &p.objects, "reuse": &p.reuse, "rerank": &p.rerank, "world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir,
+		"candidates": &p.candidates, "probes": &p.probes})
+	if err != nil {
+		return p, err
 	}
 	if (p.world == "") != (p.checkpoint == "") {
 		return p, fmt.Errorf("search: world= and checkpoint= go together")
@@ -98,7 +69,6 @@ func parse(opts bench.Options) (params, error) {
 	if p.dim%16 != 0 || p.scaleDim%16 != 0 || p.regions <= 0 || p.words <= 0 || p.reps <= 0 || p.objects <= 0 {
 		return p, fmt.Errorf("search: dim and scale-dim must be multiples of 16, regions, words, reps and objects positive")
 	}
-	p.reuse = reuse != 0
 	return p, nil
 }
 

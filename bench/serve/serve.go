@@ -58,31 +58,13 @@ func parse(opts bench.Options) (params, error) {
 	if opts.Quick {
 		p.images, p.clients, p.dim, p.duration, p.warmup, p.alone = 100, 4, 32, time.Second, 200*time.Millisecond, 300*time.Millisecond
 	}
-	ints := map[string]*int{"images": &p.images, "clients": &p.clients, "k": &p.k, "dim": &p.dim}
-	durs := map[string]*time.Duration{"duration": &p.duration, "warmup": &p.warmup, "alone": &p.alone}
-	strs := map[string]*string{"checkpoint": &p.checkpoint, "config": &p.config, "dir": &p.dir}
-	for _, a := range opts.Args {
-		key, v, ok := strings.Cut(a, "=")
-		if !ok {
-			return p, fmt.Errorf("serve: argument %q: want key=value", a)
-		}
-		if ip, ok := ints[key]; ok {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return p, fmt.Errorf("serve: %s=%q: want a positive whole number", key, v)
-			}
-			*ip = n
-		} else if dp, ok := durs[key]; ok {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return p, fmt.Errorf("serve: %s=%q: want a duration such as 30s", key, v)
-			}
-			*dp = d
-		} else if sp, ok := strs[key]; ok {
-			*sp = v
-		} else {
-			return p, fmt.Errorf("serve: unknown argument %q (images, clients, duration, warmup, alone, k, dim, checkpoint, config, dir)", key)
-		}
+	err := bench.ParseArgs("serve", opts.Args, map[string]any{"images": &p.images, "clients": &p.clients, "k": &p.k, "dim": &p.dim,
+		"duration": &p.duration, "warmup": &p.warmup, "alone": &p.alone, "checkpoint": &p.checkpoint, "config": &p.config, "dir": &p.dir})
+	if err != nil {
+		return p, err
+	}
+	if p.clients <= 0 || p.k <= 0 || p.dim <= 0 {
+		return p, errors.New("serve: clients, k and dim must be positive")
 	}
 	if p.images < 100 {
 		return p, fmt.Errorf("serve: images=%d: want at least 100", p.images)

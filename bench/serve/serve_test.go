@@ -41,7 +41,7 @@ func TestParse(t *testing.T) {
 		want string
 	}{
 		{[]string{"images=50"}, "want at least 100"},
-		{[]string{"clients=0"}, "clients=\"0\": want a positive whole number"},
+		{[]string{"clients=0"}, "clients, k and dim must be positive"},
 		{[]string{"duration=soon"}, "want a duration"},
 		{[]string{"nosuch=1"}, `unknown argument "nosuch"`},
 		{[]string{"images"}, "want key=value"},

@@ -51,54 +51,32 @@ func parse(opts bench.Options) (params, error) {
 	if opts.Quick {
 		p.images, p.dim, p.queries = 2000, 32, 10
 	}
-	ints := map[string]*int{"images": &p.images, "regions": &p.regions, "dim": &p.dim, "queries": &p.queries, "words": &p.words,
-		"ef-construction": &p.efConstruction, "max-connections": &p.maxConnections, "ef": &p.ef, "batch": &p.batch, "parallel": &p.parallel}
-	for _, a := range opts.Args {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok {
-			return p, fmt.Errorf("weaviate: argument %q: want key=value", a)
-		}
-		switch {
-		case ints[k] != nil:
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return p, fmt.Errorf("weaviate: %s=%q: want a whole number", k, v)
-			}
-			*ints[k] = n
-		case k == "variants":
+	err := bench.ParseArgs("weaviate", opts.Args, map[string]any{"images": &p.images, "regions": &p.regions, "dim": &p.dim,
+		"queries": &p.queries, "words": &p.words, "ef-construction": &p.efConstruction, "max-connections": &p.maxConnections,
+		"ef": &p.ef, "batch": &p.batch, "parallel": &p.parallel, "candidates": &p.candidates, "dir": &p.dir, "server": &p.server,
+		"async": &p.async,
+		"variants": func(v string) error {
 			p.variants = strings.Split(v, ",")
 			for _, x := range p.variants {
 				if x != "plain" && x != "muvera" {
-					return p, fmt.Errorf("weaviate: variants=%q: want plain, muvera or both (comma-separated)", v)
+					return fmt.Errorf("want plain, muvera or both (comma-separated)")
 				}
 			}
-		case k == "efs":
+			return nil
+		},
+		"efs": func(v string) error {
 			p.efs = nil
 			for _, x := range strings.Split(v, ",") {
 				n, err := strconv.Atoi(x)
 				if err != nil || (n <= 0 && n != -1) {
-					return p, fmt.Errorf("weaviate: efs=%q: want HNSW ef values (positive, or -1 for dynamic), comma-separated", v)
+					return fmt.Errorf("want HNSW ef values (positive, or -1 for dynamic), comma-separated")
 				}
 				p.efs = append(p.efs, n)
 			}
-		case k == "candidates":
-			p.candidates = nil
-			for _, x := range strings.Split(v, ",") {
-				n, err := strconv.Atoi(x)
-				if err != nil || n <= 0 {
-					return p, fmt.Errorf("weaviate: candidates=%q: want positive whole numbers, comma-separated", v)
-				}
-				p.candidates = append(p.candidates, n)
-			}
-		case k == "dir":
-			p.dir = v
-		case k == "server":
-			p.server = v
-		case k == "async":
-			p.async = v == "1" || v == "true"
-		default:
-			return p, fmt.Errorf("weaviate: unknown argument %q (images, regions, dim, queries, words, ef-construction, max-connections, ef, efs, batch, parallel, variants, candidates, async, dir, server)", k)
-		}
+			return nil
+		}})
+	if err != nil {
+		return p, err
 	}
 	if p.dim%16 != 0 || p.images <= 0 || p.regions <= 0 || p.queries <= 0 || p.words <= 0 || p.batch <= 0 || p.parallel <= 0 {
 		return p, fmt.Errorf("weaviate: dim must be a multiple of 16; images, regions, queries, words, batch and parallel positive")
