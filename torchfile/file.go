@@ -513,9 +513,11 @@ func (s *stream) count(min int) (int, error) {
 	return int(n), nil
 }
 
-func tarStorages(b []byte, objects map[string]Value) error {
-	s := &stream{b: b}
-	n, err := s.count(9)
+// records reads a count and as many pickled records, each a 3-tuple
+// (what they are, in errors: what, as want), and hands them to each in
+// turn; min is the fewest bytes a record takes.
+func (s *stream) records(min int, what, want string, each func(i int, t Tuple) error) error {
+	n, err := s.count(min)
 	if err != nil {
 		return err
 	}
@@ -526,8 +528,18 @@ func tarStorages(b []byte, objects map[string]Value) error {
 		}
 		t, ok := v.(Tuple)
 		if !ok || len(t) != 3 {
-			return fmt.Errorf("storage record %d is a %s, want (key, location, type)", i, typeName(v))
+			return fmt.Errorf("%s %d is a %s, want %s", what, i, typeName(v), want)
 		}
+		if err := each(i, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tarStorages(b []byte, objects map[string]Value) error {
+	s := &stream{b: b}
+	err := s.records(9, "storage record", "(key, location, type)", func(i int, t Tuple) error {
 		key, err := storageKey(t[0])
 		if err != nil {
 			return err
@@ -546,6 +558,10 @@ func tarStorages(b []byte, objects map[string]Value) error {
 		size := int(count) * d.Size()
 		objects[key] = &Storage{DType: d, Key: key, Numel: int(count), data: b[s.pos : s.pos+size]}
 		s.pos += size
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	v, err := s.pickle()
 	if err != nil {
@@ -581,19 +597,7 @@ func tarStorages(b []byte, objects map[string]Value) error {
 
 func tarTensors(b []byte, objects map[string]Value) error {
 	s := &stream{b: b}
-	n, err := s.count(13)
-	if err != nil {
-		return err
-	}
-	for i := 0; i < n; i++ {
-		v, err := s.pickle()
-		if err != nil {
-			return err
-		}
-		t, ok := v.(Tuple)
-		if !ok || len(t) != 3 {
-			return fmt.Errorf("tensor record %d is a %s, want (key, storage key, type)", i, typeName(v))
-		}
+	return s.records(13, "tensor record", "(key, storage key, type)", func(i int, t Tuple) error {
 		key, err1 := storageKey(t[0])
 		skey, err2 := storageKey(t[1])
 		if err1 != nil || err2 != nil {
@@ -624,8 +628,8 @@ func tarTensors(b []byte, objects map[string]Value) error {
 			return fmt.Errorf("tensor %q: %v", key, err)
 		}
 		objects[key] = tt
-	}
-	return nil
+		return nil
+	})
 }
 
 // StateDict returns the tensors of a state dict (a dict from names to
