@@ -16,22 +16,45 @@ var (
 //go:noescape
 func dots12fAVX2(v *float32, nv, stride int, q *float32, dlen int, out *float32)
 
-// dots12f adds to out[r*12+w] the dot products over dlen elements of the
-// nv float32 rows of v (stride apart) with 12 packed queries (see
-// dots12fGo), with AVX2 and FMA where the machine has them.
-func dots12f(v []float32, nv, stride int, q []float32, dlen int, out []float32) {
-	if nv == 0 || dlen == 0 {
+// dots12f adds to out[g*ostride+r*rstride+w] the dot products over dlen
+// elements of the nv float32 rows of v (stride apart) with the 12 queries
+// of each of the ng groups packed in q (see dots12fGo), group g at
+// q[g*gstride:], with AVX2 and FMA where the machine has them: 4 rows at a
+// time through dots4x12fAVX2, the rest through dots12fAVX2.
+func dots12f(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, out []float32, ostride, rstride int) {
+	if nv == 0 || dlen == 0 || ng == 0 {
 		return
 	}
-	if hasFMAAsm {
-		_ = v[(nv-1)*stride+dlen-1]
-		_ = q[12*dlen-1]
-		_ = out[12*nv-1]
-		dots12fAVX2(&v[0], nv, stride, &q[0], dlen, &out[0])
+	if !hasFMAAsm {
+		dots12fGroupsGo(v, nv, stride, q, ng, gstride, dlen, out, ostride, rstride)
 		return
 	}
-	dots12fGo(v, nv, stride, q, dlen, out)
+	_ = v[(nv-1)*stride+dlen-1]
+	_ = q[(ng-1)*gstride+12*dlen-1]
+	_ = out[(ng-1)*ostride+(nv-1)*rstride+11]
+	r := 0
+	for ; r+4 <= nv; r += 4 {
+		dots4x12fAVX2(&v[r*stride], stride, &q[0], dlen, &out[r*rstride], ng, gstride, ostride, rstride)
+	}
+	if r == nv {
+		return
+	}
+	for g := range ng {
+		var t [3 * 12]float32
+		dots12fAVX2(&v[r*stride], nv-r, stride, &q[g*gstride], dlen, &t[0])
+		for i := range nv - r {
+			o := out[g*ostride+(r+i)*rstride:]
+			for w, x := range t[i*12 : i*12+12] {
+				o[w] += x
+			}
+		}
+	}
 }
+
+// dots4x12fAVX2 is implemented in dots_amd64.s.
+//
+//go:noescape
+func dots4x12fAVX2(v *float32, stride int, q *float32, dlen int, out *float32, groups, gstride, ostride, rstride int)
 
 // dots12AVX2 is implemented in dots_amd64.s.
 //

@@ -86,6 +86,13 @@ done:
 	VZEROUPPER
 	RET
 
+// ZERO4F clears four vector registers.
+#define ZERO4F(a, b, c, d) \
+	VXORPS a, a, a \
+	VXORPS b, b, b \
+	VXORPS c, c, c \
+	VXORPS d, d, d
+
 // FMA multiplies the 8 float32 of Y0 with the 8 float32 at off(R10) and
 // adds them to accumulator acc.
 #define FMA(off, acc) \
@@ -120,18 +127,9 @@ TEXT ·dots12fAVX2(SB), NOSPLIT, $0-48
 fregion:
 	TESTQ  CX, CX
 	JZ     fdone
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
-	VXORPS Y14, Y14, Y14
-	VXORPS Y15, Y15, Y15
+	ZERO4F(Y4, Y5, Y6, Y7)
+	ZERO4F(Y8, Y9, Y10, Y11)
+	ZERO4F(Y12, Y13, Y14, Y15)
 	MOVQ   R9, SI
 	MOVQ   DI, R10
 	MOVQ   DX, BX
@@ -164,5 +162,141 @@ fchunk:
 	JMP  fregion
 
 fdone:
+	VZEROUPPER
+	RET
+
+// HSUM3 reduces accumulators a, b, c (8 float32 each) to their 3 sums
+// and adds them to the 3 float32 at (r), with Y12-Y14 as scratch.
+#define HSUM3(a, b, c, r) \
+	VHADDPS      b, a, Y12 \
+	VHADDPS      c, c, Y13 \
+	VHADDPS      Y13, Y12, Y12 \
+	VEXTRACTF128 $1, Y12, X13 \
+	VADDPS       X13, X12, X12 \
+	VMOVSD       (r), X13 \
+	VMOVSS       8(r), X14 \
+	VMOVLHPS     X14, X13, X13 \
+	VADDPS       X13, X12, X12 \
+	VMOVSD       X12, (r) \
+	VEXTRACTPS   $2, X12, 8(r)
+
+// ROW4 multiplies the 8 floats at addr (one chunk of one row) with the
+// three query chunks in Y12-Y14 and adds them to accumulators a, b, c.
+#define ROW4(addr, a, b, c) \
+	VMOVUPS     addr, Y15 \
+	VFMADD231PS Y12, Y15, a \
+	VFMADD231PS Y13, Y15, b \
+	VFMADD231PS Y14, Y15, c
+
+// TILE adds one chunk of 8 elements of 4 rows (R12: row 0, R13: row 1,
+// R11: the stride) times 3 query vectors (at R10) to Y0-Y11, and moves the
+// pointers on to the next chunk.
+#define TILE \
+	VMOVUPS 0(R10), Y12 \
+	VMOVUPS 32(R10), Y13 \
+	VMOVUPS 64(R10), Y14 \
+	ROW4((R12), Y0, Y1, Y2) \
+	ROW4((R12)(R11*1), Y3, Y4, Y5) \
+	ROW4((R12)(R11*2), Y6, Y7, Y8) \
+	ROW4((R13)(R11*2), Y9, Y10, Y11) \
+	ADDQ    $32, R12 \
+	ADDQ    $32, R13 \
+	ADDQ    $384, R10
+
+// func dots4x12fAVX2(v *float32, stride int, q *float32, dlen int, out *float32, groups, gstride, ostride, rstride int)
+//
+// The register-tiled form of dots12fAVX2 for 4 rows and groups groups of
+// 12 queries (each packed as for dots12fAVX2, gstride floats apart): for
+// r < 4, group g and its queries w, it adds the dot product of row r (at
+// v[r*stride]) and query w over dlen elements to
+// out[g*ostride + r*rstride + w]. Each
+// chunk of 8 elements loads 3 query chunks and 4 row chunks for 12 FMAs
+// (dots12fAVX2 loads 13 for 12). The rows are walked in spans of 256
+// elements, each read from memory once and from the L1 cache by every
+// other triple of queries; while the first group runs, the 4 rows that
+// follow these (if the rows are contiguous, as callers lay them out) are
+// fetched ahead, 32 bytes further for every chunk. dlen is a positive
+// multiple of 8, groups positive.
+TEXT ·dots4x12fAVX2(SB), NOSPLIT, $0-72
+	MOVQ v+0(FP), R9
+	MOVQ stride+8(FP), R11
+	SHLQ $2, R11
+	MOVQ dlen+24(FP), DX
+	XORQ SI, SI
+	LEAQ (R9)(R11*4), R14
+
+tspan:
+	MOVQ DX, BX
+	SUBQ SI, BX
+	CMPQ BX, $256
+	JLE  tspanok
+	MOVQ $256, BX
+
+tspanok:
+	MOVQ q+16(FP), DI
+	MOVQ groups+40(FP), R8
+
+tgroup:
+	XORQ AX, AX
+
+ttriple:
+	ZERO4F(Y0, Y1, Y2, Y3)
+	ZERO4F(Y4, Y5, Y6, Y7)
+	ZERO4F(Y8, Y9, Y10, Y11)
+	LEAQ (SI)(SI*2), R10
+	SHLQ $4, R10
+	ADDQ DI, R10
+	ADDQ AX, R10
+	LEAQ (R9)(SI*4), R12
+	LEAQ (R12)(R11*1), R13
+	MOVQ BX, CX
+	CMPQ R8, groups+40(FP)
+	JNE  tchunk
+
+tchunkpf:
+	PREFETCHT0 (R14)
+	ADDQ       $32, R14
+	TILE
+	SUBQ       $8, CX
+	JNZ        tchunkpf
+	JMP        treduce
+
+tchunk:
+	TILE
+	SUBQ $8, CX
+	JNZ  tchunk
+
+treduce:
+	MOVQ  groups+40(FP), R10
+	SUBQ  R8, R10
+	IMULQ ostride+56(FP), R10
+	SHLQ  $2, R10
+	MOVQ  AX, CX
+	SHRQ  $3, CX
+	ADDQ  CX, R10
+	ADDQ  out+32(FP), R10
+	MOVQ  rstride+64(FP), CX
+	SHLQ  $2, CX
+	LEAQ  (R10)(CX*1), R12
+	LEAQ  (R12)(CX*1), R13
+	HSUM3(Y0, Y1, Y2, R10)
+	HSUM3(Y3, Y4, Y5, R12)
+	HSUM3(Y6, Y7, Y8, R13)
+	ADDQ  CX, R13
+	HSUM3(Y9, Y10, Y11, R13)
+	ADDQ $96, AX
+	CMPQ AX, $384
+	JNE  ttriple
+
+	MOVQ gstride+48(FP), CX
+	SHLQ $2, CX
+	ADDQ CX, DI
+	DECQ R8
+	JNZ  tgroup
+
+	ADDQ BX, SI
+	CMPQ SI, DX
+	JNE  tspan
+
 	VZEROUPPER
 	RET

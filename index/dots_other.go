@@ -9,10 +9,10 @@ var (
 	hasFMAAsm  = false
 )
 
-// dots12f adds to out[r*12+w] the dot products of rows and queries (see
-// dots12fGo).
-func dots12f(v []float32, nv, stride int, q []float32, dlen int, out []float32) {
-	dots12fGo(v, nv, stride, q, dlen, out)
+// dots12f adds to out[g*ostride+r*rstride+w] the dot products of rows
+// and the queries of ng groups (see dots12fGroupsGo).
+func dots12f(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, out []float32, ostride, rstride int) {
+	dots12fGroupsGo(v, nv, stride, q, ng, gstride, dlen, out, ostride, rstride)
 }
 
 // dots12 adds to out[r*12+w] the integer dot products of rows and queries

@@ -151,7 +151,7 @@ func (qz *quantizer) assign(vecs []float32) []uint16 {
 			defer wg.Done()
 			pg := packFloats(qz.groupCent, d)
 			gs := make([]float32, chunk*qz.groups)
-			tmp := make([]float32, 64*12)
+			var tmp []float32
 			byGroup := make([][]int, qz.groups)
 			best := make([]float32, chunk)
 			var rows, dots, tmp2 []float32
@@ -159,7 +159,7 @@ func (qz *quantizer) assign(vecs []float32) []uint16 {
 				hi := min(lo+chunk, n)
 				for lo2 := lo; lo2 < hi; lo2 += 64 {
 					hi2 := min(lo2+64, hi)
-					dotsInto(vecs[lo2*d:hi2*d], d, pg, gs[(lo2-lo)*qz.groups:(hi2-lo)*qz.groups], tmp)
+					dotsInto(vecs[lo2*d:hi2*d], d, pg, gs[(lo2-lo)*qz.groups:(hi2-lo)*qz.groups], &tmp)
 				}
 				for g := range byGroup {
 					byGroup[g] = byGroup[g][:0]
@@ -182,8 +182,7 @@ func (qz *quantizer) assign(vecs []float32) []uint16 {
 						copy(rows[j*d:], vecs[(lo+r)*d:(lo+r+1)*d])
 					}
 					dots = grow(dots, len(rs)*len(mem))
-					tmp2 = grow(tmp2, len(rs)*12)
-					dotsInto(rows[:len(rs)*d], d, pc, dots, tmp2)
+					dotsInto(rows[:len(rs)*d], d, pc, dots, &tmp2)
 					for j, r := range rs {
 						for k, x := range dots[j*len(mem) : (j+1)*len(mem)] {
 							if x > best[r] {
@@ -360,10 +359,11 @@ func assignSerial(vecs []float32, d int, cents []float32) []int32 {
 func argmaxDots(vecs []float32, d int, p *packedFloats, buf []float32, out []int32) []float32 {
 	n := len(vecs) / d
 	const block = 64
-	buf = grow(buf, block*(p.n+12))
+	buf = grow(buf, block*(p.n+12*p.ng))
 	for lo := 0; lo < n; lo += block {
 		hi := min(lo+block, n)
-		dotsInto(vecs[lo*d:hi*d], d, p, buf[:block*p.n], buf[block*p.n:])
+		tmp := buf[block*p.n:]
+		dotsInto(vecs[lo*d:hi*d], d, p, buf[:block*p.n], &tmp)
 		for r := 0; r < hi-lo; r++ {
 			bi, bv := 0, float32(math.Inf(-1))
 			for j, x := range buf[r*p.n : (r+1)*p.n] {
@@ -378,25 +378,33 @@ func argmaxDots(vecs []float32, d int, p *packedFloats, buf []float32, out []int
 }
 
 // dotsInto writes to out[r*p.n+j] the dot product of row r of vecs with
-// query j of p, using tmp (at least 12 per row) as scratch.
-func dotsInto(vecs []float32, d int, p *packedFloats, out, tmp []float32) {
+// query j of p, using *tmp (grown to 12 per row and group of 12 queries) as
+// scratch.
+func dotsInto(vecs []float32, d int, p *packedFloats, out []float32, tmp *[]float32) {
 	nv := len(vecs) / d
-	tmp = tmp[:nv*12]
-	for g, qg := range p.groups {
-		clear(tmp)
-		dots12f(vecs, nv, d, qg, p.d8, tmp)
+	if p.d8 == d && p.n == 12*p.ng {
+		// No tail and no padding: the kernel writes out itself.
+		out = out[:nv*p.n]
+		clear(out)
+		dots12f(vecs, nv, d, p.buf, p.ng, 12*p.d8, p.d8, out, 12, p.n)
+		return
+	}
+	*tmp = grow(*tmp, p.ng*nv*12)
+	dots := (*tmp)[:p.ng*nv*12]
+	clear(dots)
+	dots12f(vecs, nv, d, p.buf, p.ng, 12*p.d8, p.d8, dots, nv*12, 12)
+	for qi := 0; qi < p.n; qi++ {
+		g, w := qi/12, qi%12
+		dg := dots[g*nv*12:]
 		for r := 0; r < nv; r++ {
-			for w := 0; w < 12 && g*12+w < p.n; w++ {
-				qi := g*12 + w
-				x := tmp[r*12+w]
-				if p.d8 < d {
-					v, qv := vecs[r*d+p.d8:(r+1)*d], p.vecs[qi*d+p.d8:(qi+1)*d]
-					for k := range v {
-						x += v[k] * qv[k]
-					}
+			x := dg[r*12+w]
+			if p.d8 < d { // the tail of fewer than 8 elements
+				v, qv := vecs[r*d+p.d8:(r+1)*d], p.vecs[qi*d+p.d8:(qi+1)*d]
+				for k := range v {
+					x += v[k] * qv[k]
 				}
-				out[r*p.n+qi] = x
 			}
+			out[r*p.n+qi] = x
 		}
 	}
 }
@@ -421,7 +429,8 @@ func ivfCandidates(ctx context.Context, segs []*segment, q []float32, d, n, prob
 			continue
 		}
 		table := make([]float32, v.cells*nq) // cell x query vector
-		dotsInto(v.centroids, d, pf, table, make([]float32, v.cells*12))
+		var tmp []float32
+		dotsInto(v.centroids, d, pf, table, &tmp)
 		col := make([]float32, v.cells)
 		on := make([]bool, v.cells)
 		for w := range nq {

@@ -365,9 +365,7 @@ func BenchmarkScorePQ(b *testing.B) {
 				v.offsets[i] = i * c.nv
 			}
 			q := make([]float32, c.nq*c.d)
-			for i := range q {
-				q[i] = float32(rng.NormFloat64())
-			}
+			fillNormal(rng, q)
 			b.SetBytes(int64(len(v.codes)))
 			b.ResetTimer()
 			for range b.N {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/xmr-project/xmr/model"
 )
@@ -132,6 +133,22 @@ func dots12fGo(v []float32, nv, stride int, q []float32, dlen int, out []float32
 	}
 }
 
+// dots12fGroupsGo is the portable dots12f: dots12fGo for ng groups of 12
+// queries, group g at q[g*gstride:], into out[g*ostride+r*rstride+w].
+func dots12fGroupsGo(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, out []float32, ostride, rstride int) {
+	var t [12]float32
+	for g := range ng {
+		for r := range nv {
+			t = [12]float32{}
+			dots12fGo(v[r*stride:], 1, stride, q[g*gstride:], dlen, t[:])
+			o := out[g*ostride+r*rstride:]
+			for w, x := range t {
+				o[w] += x
+			}
+		}
+	}
+}
+
 // codeView is the compressed form of a segment's vectors.
 type codeView struct {
 	cd      int
@@ -171,41 +188,59 @@ func scoreCodes(ctx context.Context, c *codeView, q *packedQuery, s model.Scorin
 // forBlocks cuts the items of offsets (as Embeddings.Offsets) into blocks
 // of about maxVectors vectors (at least one item each) and runs them on
 // every core: newWorker makes each goroutine's function, which scores
-// items [lo, hi).
+// items [lo, hi). The goroutines claim the next block themselves, under a
+// mutex held for a few instructions, rather than receiving it over a
+// channel: a hand-over through a channel parks and wakes goroutines, which
+// cost more than the scoring of a small block.
 func forBlocks(ctx context.Context, offsets []int, maxVectors int, newWorker func() func(lo, hi int)) error {
 	n := len(offsets) - 1
-	type task struct{ lo, hi int }
-	tasks := make(chan task)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
+	var (
+		mu   sync.Mutex
+		next int
+	)
+	claim := func() (lo, hi int) {
+		mu.Lock()
+		defer mu.Unlock()
+		lo, hi = next, next
+		if lo < n {
+			hi = lo + 1
+			for hi < n && offsets[hi+1]-offsets[lo] <= maxVectors {
+				hi++
+			}
+		}
+		next = hi
+		return lo, hi
+	}
+	done := ctx.Done()
+	var (
+		wg       sync.WaitGroup
+		canceled atomic.Bool
+	)
+	for range min(runtime.GOMAXPROCS(0), max(n, 1)) {
 		wg.Add(1)
 		work := newWorker()
 		go func() {
 			defer wg.Done()
-			for t := range tasks {
-				work(t.lo, t.hi)
+			for {
+				select {
+				case <-done:
+					canceled.Store(true)
+					return
+				default:
+				}
+				lo, hi := claim()
+				if lo == hi {
+					return
+				}
+				work(lo, hi)
 			}
 		}()
 	}
-	var err error
-	for lo := 0; lo < n; {
-		hi := lo + 1
-		for hi < n && offsets[hi+1]-offsets[lo] <= maxVectors {
-			hi++
-		}
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case tasks <- task{lo, hi}:
-		}
-		if err != nil {
-			break
-		}
-		lo = hi
-	}
-	close(tasks)
 	wg.Wait()
-	return err
+	if canceled.Load() {
+		return ctx.Err()
+	}
+	return nil
 }
 
 // codeScratch holds one goroutine's buffers for scoring int8 codes.
@@ -265,7 +300,9 @@ func pool(sims []float32, nv, nq int, s model.Scoring, queryIsText bool) float32
 		return 0
 	}
 	// colMaxSum: the sum over columns of their max over rows;
-	// rowMaxSum: the sum over rows of their max over columns.
+	// rowMaxSum: the sum over rows of their max over columns. (Comparisons
+	// rather than the max builtin, which also orders NaNs and signed zeros
+	// and costs several instructions more.)
 	colMaxSum := func() float32 {
 		var buf [64]float32
 		colMax := buf[:0]
@@ -276,7 +313,9 @@ func pool(sims []float32, nv, nq int, s model.Scoring, queryIsText bool) float32
 		for r := 1; r < nv; r++ {
 			row := sims[r*nq : (r+1)*nq]
 			for w, v := range row {
-				colMax[w] = max(colMax[w], v)
+				if v > colMax[w] {
+					colMax[w] = v
+				}
 			}
 		}
 		var t float32
@@ -291,7 +330,9 @@ func pool(sims []float32, nv, nq int, s model.Scoring, queryIsText bool) float32
 			row := sims[r*nq : (r+1)*nq]
 			best := row[0]
 			for _, v := range row[1:] {
-				best = max(best, v)
+				if v > best {
+					best = v
+				}
 			}
 			t += best
 		}

@@ -13,6 +13,13 @@ import (
 )
 
 // randomEmbeddings makes n items of 0..maxVecs random unit vectors of dim.
+// fillNormal sets every element of v to a standard normal draw.
+func fillNormal(rng *rand.Rand, v []float32) {
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+}
+
 func randomEmbeddings(rng *rand.Rand, n, maxVecs, dim int) *model.Embeddings {
 	e := &model.Embeddings{Dim: dim, Offsets: []int{0}}
 	unit := func() []float32 {
@@ -195,9 +202,7 @@ func BenchmarkScoreCodes(b *testing.B) {
 				cv.offsets[i] = i * c.nv
 			}
 			q := make([]float32, c.nq*c.d)
-			for i := range q {
-				q[i] = float32(rng.NormFloat64())
-			}
+			fillNormal(rng, q)
 			pq := packQuery(q, c.d)
 			b.SetBytes(int64(len(cv.codes)))
 			b.ResetTimer()
@@ -210,37 +215,52 @@ func BenchmarkScoreCodes(b *testing.B) {
 	}
 }
 
+// TestDots12f holds the float32 kernels (the 4-row tiles and the rows
+// left over, 29 rows in all) to the portable loops, over spans that start
+// inside a row, one and several groups of queries (more than one call of
+// the tiled kernel takes), and checks one dot product by hand.
 func TestDots12f(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for _, c := range []struct{ d, k0, span int }{{8, 0, 8}, {24, 0, 24}, {256, 0, 256}, {256, 64, 128}, {1024, 256, 256}} {
-		d, nv := c.d, 29
+	for _, c := range []struct{ d, k0, span, ng int }{
+		{8, 0, 8, 1}, {24, 0, 24, 1}, {256, 0, 256, 1}, {256, 64, 128, 1}, {1024, 256, 256, 1},
+		{1024, 0, 1024, 1}, {776, 8, 760, 1}, {776, 8, 760, 3}, {64, 0, 64, 10}, {520, 0, 520, 2},
+	} {
+		d, nv, ng := c.d, 29, c.ng
 		v := make([]float32, nv*d)
-		q := make([]float32, 12*d)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
-		}
-		for i := range q {
-			q[i] = float32(rng.NormFloat64())
-		}
-		got := make([]float32, nv*12)
-		for i := range got {
-			got[i] = float32(rng.NormFloat64())
-		}
+		q := make([]float32, ng*12*d)
+		fillNormal(rng, v)
+		fillNormal(rng, q)
+		got := make([]float32, ng*nv*12)
+		fillNormal(rng, got)
 		want := slices.Clone(got)
 		before := slices.Clone(got)
-		dots12f(v[c.k0:], nv, d, q[c.k0*12:], c.span, got)
-		dots12fGo(v[c.k0:], nv, d, q[c.k0*12:], c.span, want)
+		dots12f(v[c.k0:], nv, d, q[c.k0*12:], ng, 12*d, c.span, got, nv*12, 12)
+		dots12fGroupsGo(v[c.k0:], nv, d, q[c.k0*12:], ng, 12*d, c.span, want, nv*12, 12)
 		for i := range got {
 			if math.Abs(float64(got[i]-want[i])) > 1e-4*math.Sqrt(float64(d)) {
 				t.Fatalf("%+v: element %d: kernel %v, loops %v", c, i, got[i], want[i])
 			}
 		}
-		s := float64(before[3*12+5])
-		for k := c.k0; k < c.k0+c.span; k++ {
-			s += float64(v[3*d+k]) * float64(q[(k/8)*96+5*8+k%8])
+		// The same into rows of all the groups' queries side by side.
+		rows := make([]float32, nv*ng*12)
+		dots12f(v[c.k0:], nv, d, q[c.k0*12:], ng, 12*d, c.span, rows, 12, ng*12)
+		for g := range ng {
+			for r := range nv {
+				for w := range 12 {
+					x, y := rows[r*ng*12+g*12+w], want[g*nv*12+r*12+w]-before[g*nv*12+r*12+w]
+					if math.Abs(float64(x-y)) > 1e-4*math.Sqrt(float64(d)) {
+						t.Fatalf("%+v: group %d row %d query %d in rows: kernel %v, loops %v", c, g, r, w, x, y)
+					}
+				}
+			}
 		}
-		if math.Abs(float64(want[3*12+5])-s) > 1e-3 {
-			t.Fatalf("%+v: dot of row 3 and query 5 is %v, want %v", c, want[3*12+5], s)
+		g, at := ng-1, (ng-1)*nv*12+3*12+5
+		s := float64(before[at])
+		for k := c.k0; k < c.k0+c.span; k++ {
+			s += float64(v[3*d+k]) * float64(q[g*12*d+(k/8)*96+5*8+k%8])
+		}
+		if math.Abs(float64(want[at])-s) > 1e-3 {
+			t.Fatalf("%+v: dot of row 3 and query 5 of group %d is %v, want %v", c, g, want[at], s)
 		}
 	}
 }
@@ -260,13 +280,9 @@ func BenchmarkScoreFloats(b *testing.B) {
 			for i := range e.Offsets {
 				e.Offsets[i] = i * c.nv
 			}
-			for i := range e.Vecs {
-				e.Vecs[i] = float32(rng.NormFloat64())
-			}
+			fillNormal(rng, e.Vecs)
 			q := make([]float32, c.nq*c.d)
-			for i := range q {
-				q[i] = float32(rng.NormFloat64())
-			}
+			fillNormal(rng, q)
 			pq := packFloats(q, c.d)
 			b.SetBytes(int64(4 * len(e.Vecs)))
 			b.ResetTimer()
@@ -285,13 +301,9 @@ func BenchmarkDots12f(b *testing.B) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	const nv, d = 5000 * 36, 1024
 	v := make([]float32, nv*d)
-	for i := range v {
-		v[i] = float32(rng.NormFloat64())
-	}
+	fillNormal(rng, v)
 	q := make([]float32, 12*d)
-	for i := range q {
-		q[i] = float32(rng.NormFloat64())
-	}
+	fillNormal(rng, q)
 	out := make([]float32, nv*12)
 	b.SetBytes(int64(4 * len(v)))
 	b.ResetTimer()
@@ -311,9 +323,7 @@ func BenchmarkDots12f(b *testing.B) {
 					n := min(block, nv-lo)
 					o := out[lo*12 : (lo+n)*12]
 					clear(o)
-					for k0 := 0; k0 < d; k0 += spanFloat {
-						dots12f(v[lo*d+k0:(lo+n)*d], n, d, q[k0*12:], min(spanFloat, d-k0), o)
-					}
+					dots12f(v[lo*d:(lo+n)*d], n, d, q, 1, 0, d, o, n*12, 12)
 				}
 			}()
 		}
