@@ -147,7 +147,13 @@ func naiveFF(l1, l2 *Linear, act Activation, x []float64) []float64 {
 }
 
 func naiveEncoderLayer(l *TransformerEncoderLayer, x seq, valid [][]float64) seq {
-	sa := naiveMHA(l.SelfAttn, x, x, x, valid, false)
+	return naiveAttendLayer(l, x, x, valid)
+}
+
+// naiveAttendLayer is the encoder layer with its attention's keys and
+// values taken from kv (a cross layer when kv is not x).
+func naiveAttendLayer(l *TransformerEncoderLayer, x, kv seq, valid [][]float64) seq {
+	sa := naiveMHA(l.SelfAttn, x, kv, kv, valid, false)
 	out := make(seq, len(x))
 	for b := range x {
 		for t := range x[b] {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -204,13 +205,27 @@ func TestTransformerLayersMatchNaive(t *testing.T) {
 			mem := randn(4, 3, 6, 8)
 			mv := validMask(6, 6, 3, 1)
 			closeSeq(t, "decoder layer", dec.Forward(nil, x, mem, kv, mv), naiveDecoderLayer(dec, toSeq(x), toSeq(mem), maskRows(kv), maskRows(mv)), 1e-4)
+
+			cross := NewTransformerCrossLayer(newRNG(4), 8, 2, 16, 0.1, act)
+			randomise(cross.SelfAttn.InProjB, cross.Norm2.Beta)
+			closeSeq(t, "cross layer", cross.Forward(nil, x, mem, mv), naiveAttendLayer(&cross.TransformerEncoderLayer, toSeq(x), toSeq(mem), maskRows(mv)), 1e-4)
 		})
+	}
+	// A cross layer's parameters are an encoder layer's, its attention
+	// named cross_attn (the names MEMBER's checkpoints hold).
+	var names []string
+	for _, p := range NewTransformerCrossLayer(newRNG(4), 8, 2, 16, 0, ReLU).Params() {
+		names = append(names, p.Name)
+	}
+	want := []string{"cross_attn.in_proj_weight", "cross_attn.in_proj_bias", "cross_attn.out_proj.weight", "cross_attn.out_proj.bias",
+		"linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias", "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"}
+	if !slices.Equal(names, want) {
+		t.Errorf("cross layer parameters %q, want %q", names, want)
 	}
 	// A stack is the composition of its layers.
 	e := NewTransformerEncoder(newRNG(5), 2, 8, 2, 16, 0, ReLU)
 	x := randn(6, 2, 4, 8)
-	want := naiveEncoderLayer(e.Layers[1], naiveEncoderLayer(e.Layers[0], toSeq(x), nil), nil)
-	closeSeq(t, "encoder", e.Forward(nil, x, nil), want, 1e-4)
+	closeSeq(t, "encoder", e.Forward(nil, x, nil), naiveEncoderLayer(e.Layers[1], naiveEncoderLayer(e.Layers[0], toSeq(x), nil), nil), 1e-4)
 }
 
 func TestLayerNormAndLinearMatchNaive(t *testing.T) {

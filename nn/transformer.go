@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/xmr-project/xmr/tensor"
 )
@@ -37,8 +38,14 @@ func NewTransformerEncoderLayer(rng *rand.Rand, d, heads, ff int, dropout float3
 // Forward maps x (B, T, D) to (B, T, D); keyValid (B, T) marks real tokens
 // with 1 and padding with 0, or is nil.
 func (l *TransformerEncoderLayer) Forward(tp *tensor.Tape, x, keyValid *tensor.Tensor) *tensor.Tensor {
-	sa := l.SelfAttn.Forward(tp, x, x, x, keyValid, false)   // (B, T, D)
-	x = l.Norm1.Forward(tp, tp.AddDropout(x, sa, l.Dropout)) // (B, T, D)
+	return l.attend(tp, x, x, keyValid)
+}
+
+// attend is the layer with its attention's keys and values taken from kv
+// (B, Tk, D), whose real entries kvValid (B, Tk) marks, or nil.
+func (l *TransformerEncoderLayer) attend(tp *tensor.Tape, x, kv, kvValid *tensor.Tensor) *tensor.Tensor {
+	a := l.SelfAttn.Forward(tp, x, kv, kv, kvValid, false)  // (B, T, D)
+	x = l.Norm1.Forward(tp, tp.AddDropout(x, a, l.Dropout)) // (B, T, D)
 	return l.Norm2.Forward(tp, tp.AddDropout(x, feedForward(tp, x, l.Linear1, l.Linear2, l.Act, l.Dropout), l.Dropout))
 }
 
@@ -185,51 +192,37 @@ func (dec *TransformerDecoder) Params() []Named {
 // TransformerCrossLayer is a transformer encoder layer whose attention
 // takes its keys and values from a memory rather than from its input (a
 // "cross-transformer encoder layer", Q != V): the post-norm layer of
-// TransformerEncoderLayer with the self-attention replaced by attention to
-// memory.
+// TransformerEncoderLayer, whose SelfAttn here attends to the memory.
 //
 //	x = norm1(x + dropout1(attn(x, mem, mem, memory padding)))
 //	x = norm2(x + dropout2(linear2(dropout(act(linear1(x))))))
 type TransformerCrossLayer struct {
-	CrossAttn        *MultiheadAttention
-	Linear1, Linear2 *Linear    // D -> FF -> D
-	Norm1, Norm2     *LayerNorm // eps 1e-5
-	Dropout          float32
-	Act              Activation
+	TransformerEncoderLayer
 }
 
 // NewTransformerCrossLayer returns a cross layer of width d, initialised as
 // an encoder layer.
 func NewTransformerCrossLayer(rng *rand.Rand, d, heads, ff int, dropout float32, act Activation) *TransformerCrossLayer {
-	return &TransformerCrossLayer{
-		CrossAttn: NewMultiheadAttention(rng, d, heads, dropout),
-		Linear1:   NewLinear(rng, d, ff, true),
-		Linear2:   NewLinear(rng, ff, d, true),
-		Norm1:     NewLayerNorm(d, 1e-5),
-		Norm2:     NewLayerNorm(d, 1e-5),
-		Dropout:   dropout,
-		Act:       act,
-	}
+	return &TransformerCrossLayer{*NewTransformerEncoderLayer(rng, d, heads, ff, dropout, act)}
 }
 
 // Forward maps x (B, Tq, D) attending to memory (B, Tm, D) to (B, Tq, D);
 // memValid (B, Tm) marks real memory entries with 1 and padding with 0, or
 // is nil.
 func (l *TransformerCrossLayer) Forward(tp *tensor.Tape, x, memory, memValid *tensor.Tensor) *tensor.Tensor {
-	ca := l.CrossAttn.Forward(tp, x, memory, memory, memValid, false) // (B, Tq, D)
-	x = l.Norm1.Forward(tp, tp.AddDropout(x, ca, l.Dropout))          // (B, Tq, D)
-	return l.Norm2.Forward(tp, tp.AddDropout(x, feedForward(tp, x, l.Linear1, l.Linear2, l.Act, l.Dropout), l.Dropout))
+	return l.attend(tp, x, memory, memValid)
 }
 
-// Params returns "cross_attn.*", "linear1.*", "linear2.*", "norm1.*" and
-// "norm2.*".
+// Params returns the encoder layer's, with "cross_attn.*" for
+// "self_attn.*".
 func (l *TransformerCrossLayer) Params() []Named {
-	var ps []Named
-	ps = append(ps, Prefix("cross_attn", l.CrossAttn.Params())...)
-	ps = append(ps, Prefix("linear1", l.Linear1.Params())...)
-	ps = append(ps, Prefix("linear2", l.Linear2.Params())...)
-	ps = append(ps, Prefix("norm1", l.Norm1.Params())...)
-	return append(ps, Prefix("norm2", l.Norm2.Params())...)
+	ps := l.TransformerEncoderLayer.Params()
+	for i, p := range ps {
+		if rest, ok := strings.CutPrefix(p.Name, "self_attn."); ok {
+			ps[i].Name = "cross_attn." + rest
+		}
+	}
+	return ps
 }
 
 // TransformerCrossEncoder is a stack of cross layers: each layer's output
