@@ -514,15 +514,8 @@ func (u *unpickler) step(op byte) (done bool, err error) {
 
 	// Globals, calls and objects.
 	case 'c': // GLOBAL
-		var module, name string
-		if module, err = u.readLine(); err != nil {
-			return false, err
-		}
-		if name, err = u.readLine(); err != nil {
-			return false, err
-		}
 		var g global
-		if g, err = u.global(module, name); err == nil {
+		if g, err = u.lineGlobal(); err == nil {
 			err = u.push(g)
 		}
 	case 0x93: // STACK_GLOBAL
@@ -588,15 +581,8 @@ func (u *unpickler) step(op byte) (done bool, err error) {
 			err = u.push(v)
 		}
 	case 'i': // INST
-		var module, name string
-		if module, err = u.readLine(); err != nil {
-			return false, err
-		}
-		if name, err = u.readLine(); err != nil {
-			return false, err
-		}
 		var g global
-		if g, err = u.global(module, name); err != nil {
+		if g, err = u.lineGlobal(); err != nil {
 			return false, err
 		}
 		var items []Value
@@ -647,6 +633,20 @@ func (u *unpickler) lenPrefixed(n int) ([]byte, error) {
 		return nil, fmt.Errorf("byte %d: %w (a string of %d bytes, %d left)", u.op, errShort, size, len(u.data)-u.pos)
 	}
 	return u.read(int(size))
+}
+
+// lineGlobal reads the module and name lines of GLOBAL and INST and
+// resolves them as global does.
+func (u *unpickler) lineGlobal() (global, error) {
+	module, err := u.readLine()
+	if err != nil {
+		return global{}, err
+	}
+	name, err := u.readLine()
+	if err != nil {
+		return global{}, err
+	}
+	return u.global(module, name)
 }
 
 func (u *unpickler) global(module, name string) (global, error) {
