@@ -377,38 +377,6 @@ func argmaxDots(vecs []float32, d int, p *packedFloats, buf []float32, out []int
 	return buf
 }
 
-// dotsInto writes to out[r*p.n+j] the dot product of row r of vecs with
-// query j of p, using *tmp (grown to 12 per row and group of 12 queries) as
-// scratch.
-func dotsInto(vecs []float32, d int, p *packedFloats, out []float32, tmp *[]float32) {
-	nv := len(vecs) / d
-	if p.d8 == d && p.n == 12*p.ng {
-		// No tail and no padding: the kernel writes out itself.
-		out = out[:nv*p.n]
-		clear(out)
-		dots12f(vecs, nv, d, p.buf, p.ng, 12*p.d8, p.d8, out, 12, p.n)
-		return
-	}
-	*tmp = grow(*tmp, p.ng*nv*12)
-	dots := (*tmp)[:p.ng*nv*12]
-	clear(dots)
-	dots12f(vecs, nv, d, p.buf, p.ng, 12*p.d8, p.d8, dots, nv*12, 12)
-	for qi := 0; qi < p.n; qi++ {
-		g, w := qi/12, qi%12
-		dg := dots[g*nv*12:]
-		for r := 0; r < nv; r++ {
-			x := dg[r*12+w]
-			if p.d8 < d { // the tail of fewer than 8 elements
-				v, qv := vecs[r*d+p.d8:(r+1)*d], p.vecs[qi*d+p.d8:(qi+1)*d]
-				for k := range v {
-					x += v[k] * qv[k]
-				}
-			}
-			out[r*p.n+qi] = x
-		}
-	}
-}
-
 // AutoProbes is the default number of cells a pruned search probes per
 // query vector.
 const AutoProbes = 1

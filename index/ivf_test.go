@@ -236,14 +236,18 @@ func TestIVFSearchFindsExactTop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for lo := 0; lo < n; lo += 2000 {
-		rows := make([]ImageRow, 2000)
+	// The last batch is far smaller than the first, on whose vectors the
+	// shared quantizer's cells were trained: fewer vectors than cells.
+	lo := 0
+	for _, size := range []int{2000, 2000, 1995, 5} {
+		rows := make([]ImageRow, size)
 		for i := range rows {
 			rows[i] = ImageRow{ID: fmt.Sprintf("img%d", lo+i)}
 		}
-		if err := w.AddImages(e.Slice(lo, lo+2000), rows); err != nil {
+		if err := w.AddImages(e.Slice(lo, lo+size), rows); err != nil {
 			t.Fatal(err)
 		}
+		lo += size
 	}
 	if err := w.Commit(context.Background()); err != nil {
 		t.Fatal(err)
@@ -253,8 +257,11 @@ func TestIVFSearchFindsExactTop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	if len(ix.images) != 3 || !allIVF(ix.images) || ix.images[0].ivf.id != ix.images[2].ivf.id {
-		t.Fatal("want 3 segments with inverted files under one quantizer")
+	if len(ix.images) != 4 || !allIVF(ix.images) || ix.images[0].ivf.id != ix.images[3].ivf.id {
+		t.Fatal("want 4 segments with inverted files under one quantizer")
+	}
+	if last := ix.images[3]; last.header.Cells <= last.header.Vectors {
+		t.Fatalf("the last segment has %d cells for %d vectors: the case under test needs more cells", last.header.Cells, last.header.Vectors)
 	}
 	ctx := context.Background()
 	hit, tot := 0, 0

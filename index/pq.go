@@ -108,11 +108,7 @@ func trainPQ(vecs []float32, dim, dsub int) *pqCodebook {
 	if n == 0 {
 		return cb
 	}
-	step := max(1, n/pqTrainVectors)
-	var sample []int
-	for i := 0; i < n && len(sample) < pqTrainVectors; i += step {
-		sample = append(sample, i)
-	}
+	sample := strided(n, pqTrainVectors)
 	parallel(m, func(s int) {
 		pts := make([]float32, len(sample)*w)
 		for i, r := range sample {
@@ -207,14 +203,6 @@ func setCode(blk []byte, s, i int, c byte) {
 	} else {
 		blk[at] = blk[at]&0x0f | c<<4
 	}
-}
-
-func code(blk []byte, s, i int) byte {
-	b := blk[(s/2)*32+(s%2)*16+i%16]
-	if i < 16 {
-		return b & 0x0f
-	}
-	return b >> 4
 }
 
 // parallel runs f(0), ..., f(n-1) on every core.

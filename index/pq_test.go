@@ -438,3 +438,13 @@ func TestScorePQPools(t *testing.T) {
 		}
 	}
 }
+
+// code reads back the 4-bit code of vector i (of a block's 32) in
+// subspace s, as setCode stores it.
+func code(blk []byte, s, i int) byte {
+	b := blk[(s/2)*32+(s%2)*16+i%16]
+	if i < 16 {
+		return b & 0x0f
+	}
+	return b >> 4
+}

@@ -12,7 +12,6 @@ import (
 	"github.com/xmr-project/xmr/model"
 )
 
-// randomEmbeddings makes n items of 0..maxVecs random unit vectors of dim.
 // fillNormal sets every element of v to a standard normal draw.
 func fillNormal(rng *rand.Rand, v []float32) {
 	for i := range v {
@@ -20,6 +19,7 @@ func fillNormal(rng *rand.Rand, v []float32) {
 	}
 }
 
+// randomEmbeddings makes n items of 0..maxVecs random unit vectors of dim.
 func randomEmbeddings(rng *rand.Rand, n, maxVecs, dim int) *model.Embeddings {
 	e := &model.Embeddings{Dim: dim, Offsets: []int{0}}
 	unit := func() []float32 {

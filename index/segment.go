@@ -271,8 +271,11 @@ func (s *segment) parse(skipCRC bool) error {
 	if h.Items < 0 || h.Vectors < 0 || h.Dim <= 0 || h.Dim > 1<<20 {
 		return fmt.Errorf("header: %d items, %d vectors, dimension %d", h.Items, h.Vectors, h.Dim)
 	}
-	if h.Cells < 0 || h.Cells > max(h.Vectors, 1) || h.Cells > 1<<16 {
-		return fmt.Errorf("header: inverted file of %d cells for %d vectors", h.Cells, h.Vectors)
+	// A segment's cells are its collection's quantizer's, trained on the
+	// first batch: a later, smaller segment may have fewer vectors than
+	// cells.
+	if h.Cells < 0 || h.Cells > 1<<16 {
+		return fmt.Errorf("header: inverted file of %d cells (want 0 to 65,536)", h.Cells)
 	}
 	want := map[string]int64{
 		secOffsets: 8 * int64(h.Items+1),
