@@ -240,6 +240,9 @@ func (c *Client) SetEf(ctx context.Context, class string, ef int) error {
 		return err
 	}
 	vc, _ := cl["vectorConfig"].(map[string]any)
+	if len(vc) == 0 {
+		return fmt.Errorf("collection %s: no named vectors to set ef on", class)
+	}
 	for name, v := range vc {
 		cfg, _ := v.(map[string]any)
 		ic, _ := cfg["vectorIndexConfig"].(map[string]any)

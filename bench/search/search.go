@@ -11,18 +11,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/index"
@@ -58,7 +58,15 @@ func parse(opts bench.Options) (params, error) {
 	}
 	err := bench.ParseArgs("search", opts.Args, map[string]any{"images": &p.images, "captions": &p.captions, "regions": &p.regions,
 		"words": &p.words, "dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries,
-		"objects": &p.objects, "reuse": &p.reuse, "rerank": &p.rerank, "world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir,
+		"objects": &p.objects, "reuse": &p.reuse,
+		"rerank": func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < -1 {
+				return errors.New("want a whole number, or -1 for no re-ranking")
+			}
+			p.rerank = n
+			return nil
+		}, "world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir,
 		"candidates": &p.candidates, "probes": &p.probes})
 	if err != nil {
 		return p, err
@@ -431,16 +439,18 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 		o     index.SearchOptions
 	}{{"float32", index.SearchOptions{Exact: true}}, {"int8", index.SearchOptions{Int8: true, Rerank: -1}}, {"int8+rerank100", index.SearchOptions{Int8: true}},
 		{"pq4", index.SearchOptions{Rerank: -1}}, {"pq4+rerank", index.SearchOptions{}}} {
+		o := v.o
+		o.K, o.Candidates = 10, -1
 		var t2i, i2t [3]float64
 		for cIdx, cp := range s.Captions {
-			res, err := ix.SearchText(ctx, cp, &index.SearchOptions{K: 10, Exact: v.o.Exact, Int8: v.o.Int8, Rerank: v.o.Rerank, Candidates: -1})
+			res, err := ix.SearchText(ctx, cp, &o)
 			if err != nil {
 				return err
 			}
 			addRecall(&t2i, res, func(r index.Result) bool { return r.Item == s.ImageOf(cIdx) })
 		}
 		for i := 0; i < s.NumImages(); i++ {
-			res, err := ix.Search(ctx, imgEmb.Slice(i, i+1), false, &index.SearchOptions{K: 10, Exact: v.o.Exact, Int8: v.o.Int8, Rerank: v.o.Rerank, Candidates: -1})
+			res, err := ix.Search(ctx, imgEmb.Slice(i, i+1), false, &o)
 			if err != nil {
 				return err
 			}
@@ -496,30 +506,25 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	dir := filepath.Join(tmp, "scale")
 	truthFile := filepath.Join(dir, "truth.json")
 	note := fmt.Sprintf("%d images x %d regions, d=%d, generated", n, p.regions, d)
+	// What the truth was computed for: reuse=1 needs the same.
+	type truthKey struct{ Images, Dim, Regions, Words, Queries, Objects int }
 	type truthRecord struct {
-		Images, Dim, Regions, Words, Queries int
-		Top10                                [][]int
+		Key   truthKey
+		Top10 [][]int
 	}
-	want := truthRecord{Images: n, Dim: d, Regions: p.regions, Words: p.words, Queries: len(queries)}
+	key := truthKey{Images: n, Dim: d, Regions: p.regions, Words: p.words, Queries: len(queries), Objects: p.objects}
 	var truth [][]int
 	if p.reuse {
 		var rec truthRecord
 		b, err := os.ReadFile(truthFile)
-		if errors.Is(err, fs.ErrNotExist) { // an index built before truth.json: recompute the truth alone
-			rec = want
-			if rec.Top10, err = buildScale(ctx, opts, p, w, nil, queries, "", note); err == nil {
-				if b, err = json.Marshal(rec); err == nil {
-					err = os.WriteFile(truthFile, b, 0o644)
-				}
-			}
-		} else if err == nil {
+		if err == nil {
 			err = json.Unmarshal(b, &rec)
 		}
 		if err != nil {
 			return fmt.Errorf("search: reuse=1: %w (build it first with the same scale and dir)", err)
 		}
-		if rec.Images != n || rec.Dim != d || rec.Regions != p.regions || rec.Words != p.words || rec.Queries != len(queries) {
-			return fmt.Errorf("search: reuse=1: %s was built for %+v", truthFile, rec)
+		if rec.Key != key {
+			return fmt.Errorf("search: reuse=1: %s was built for %+v, not %+v", truthFile, rec.Key, key)
 		}
 		truth = rec.Top10
 	} else {
@@ -527,12 +532,11 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		if truth, err = buildScale(ctx, opts, p, w, m, queries, dir, note); err != nil {
 			return err
 		}
-		want.Top10 = truth
-		b, err := json.Marshal(want)
+		b, err := json.Marshal(truthRecord{Key: key, Top10: truth})
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(truthFile, b, 0o644); err != nil {
+		if err := atomicfile.WriteBytes(truthFile, b); err != nil {
 			return err
 		}
 	}
@@ -567,7 +571,7 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		agreeTot += float64(len(truth[i]))
 	}
 	if len(exactMS) > 0 {
-		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "latency", Value: median(exactMS), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d queries, reading every float32 vector", len(exactMS))})
+		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "latency", Value: bench.Median(exactMS), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d queries, reading every float32 vector", len(exactMS))})
 		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "agreement", Value: agree / agreeTot, Unit: "", Note: "top 10 of the index's exhaustive search against the in-memory truth"})
 	}
 	// Warm the pages every pruned search reads (centroids, lists, codes)
@@ -598,7 +602,7 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 				tot += float64(len(truth[i]))
 			}
 			name := fmt.Sprintf("search/scale pruned %d candidates %d probes", c, pr)
-			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: median(ms), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d text queries of %d words", len(queries), p.words)})
+			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: bench.Median(ms), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d text queries of %d words", len(queries), p.words)})
 			opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: hit / tot, Unit: "", Note: "against exhaustive float32 scoring"})
 		}
 	}
@@ -696,12 +700,6 @@ func truthOf(best [][]model.Hit) [][]int {
 	return truth
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
-
 func dirSize(dir string) int64 {
 	var n int64
 	ents, _ := os.ReadDir(dir)
@@ -780,7 +778,7 @@ func (w *worldGen) images(lo, hi, r int) *model.Embeddings {
 				objs := w.objectsOf(lo + i)
 				for j := 0; j < r; j++ {
 					var v []float32
-					if j < 6*len(objs) && j/6 < len(objs) {
+					if j < 6*len(objs) {
 						v = near(rng, w.objects[objs[j%len(objs)]], 0.6+0.3*rng.Float64())
 					} else {
 						v = unitVectors(rng, 1, d)

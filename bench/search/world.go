@@ -19,7 +19,7 @@ func NewWorld(d int, seed uint64) *World { return &World{newWorldGen(d, seed)} }
 func (w *World) Images(lo, hi, r int) *model.Embeddings { return w.w.images(lo, hi, r) }
 
 // Query generates a caption of image t: its objects' words, then function
-// words, words vectors in all.
+// words that lean towards those objects, words vectors in all.
 func (w *World) Query(t, words int, rng *rand.Rand) *model.Embeddings {
 	return w.w.query(t, words, rng)
 }

@@ -12,7 +12,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/xmr-project/xmr/bench"
@@ -135,7 +134,7 @@ func run(ctx context.Context, opts bench.Options) error {
 		}
 	}
 	tp.Reset()
-	trainMS, trainCPU := median(trainTimes), median(cpuTimes)
+	trainMS, trainCPU := bench.Median(trainTimes), bench.Median(cpuTimes)
 
 	xs := tensor.RandN(rand.New(rand.NewPCG(3, 4)), 1, cfg.SingleTokens, cfg.D)
 	inferTimes := make([]float64, 0, cfg.InferIters)
@@ -146,7 +145,7 @@ func run(ctx context.Context, opts bench.Options) error {
 			inferTimes = append(inferTimes, msSince(t0))
 		}
 	}
-	inferMS := median(inferTimes)
+	inferMS := bench.Median(inferTimes)
 
 	var peer *peerResult
 	peerNote := ""
@@ -226,14 +225,3 @@ func (m *memPeak) sample() {
 func msSince(t0 time.Time) float64 { return float64(time.Since(t0).Nanoseconds()) / 1e6 }
 
 // median returns the median of xs (0 if empty).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}

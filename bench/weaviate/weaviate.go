@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -220,7 +219,7 @@ func run(ctx context.Context, opts bench.Options) error {
 		return err
 	}
 	qnote := fmt.Sprintf("; median of %d text queries of %d words, k=10", len(queries), p.words)
-	opts.Emit(bench.Result{Name: "weaviate/local exhaustive float32 MrSw", Metric: "latency", Value: median(exactMS), Unit: "ms/query", Note: note + qnote})
+	opts.Emit(bench.Result{Name: "weaviate/local exhaustive float32 MrSw", Metric: "latency", Value: bench.Median(exactMS), Unit: "ms/query", Note: note + qnote})
 	measure := func(name string, search func(q *model.Embeddings) ([]index.Result, error), want [][]int, recallNote string) error {
 		var ms []float64
 		var hit, tot float64
@@ -238,7 +237,7 @@ func run(ctx context.Context, opts bench.Options) error {
 			}
 			tot += float64(len(want[i]))
 		}
-		opts.Emit(bench.Result{Name: name, Metric: "latency", Value: median(ms), Unit: "ms/query", Note: note + qnote})
+		opts.Emit(bench.Result{Name: name, Metric: "latency", Value: bench.Median(ms), Unit: "ms/query", Note: note + qnote})
 		opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: hit / tot, Note: recallNote})
 		return nil
 	}
@@ -254,6 +253,10 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return err
 	}
+	c, err := weaviate.NewClient(cl.Nodes[0].URL)
+	if err != nil {
+		return err
+	}
 	for _, v := range p.variants {
 		ix := indexes[v]
 		err := measure("weaviate/weaviate "+v+" MrSw (maxSim)", func(q *model.Embeddings) ([]index.Result, error) {
@@ -265,10 +268,6 @@ func run(ctx context.Context, opts bench.Options) error {
 		// The query-time HNSW ef, changed in place.
 		wcfg := ix.Manifest().Config
 		class := wcfg.ImagesCollection()
-		c, err := weaviate.NewClient(cl.Nodes[0].URL)
-		if err != nil {
-			return err
-		}
 		for _, ef := range p.efs {
 			if err := c.SetEf(ctx, class, ef); err != nil {
 				return err
@@ -334,9 +333,3 @@ func waitIndexed(ctx context.Context, url string) error {
 }
 
 func millis(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
