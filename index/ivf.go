@@ -386,10 +386,9 @@ const AutoProbes = 1
 // the probes best cells of some query vector, rated by the alignment of
 // the query with those vectors (their int8 codes). Ties keep the lower
 // item number first.
-func ivfCandidates(ctx context.Context, segs []*segment, q []float32, d, n, probes int, s model.Scoring, queryIsText bool) ([]candidate, error) {
+func ivfCandidates(ctx context.Context, segs []*segment, q []float32, pq *packedQuery, d, n, probes int, s model.Scoring, queryIsText bool) ([]candidate, error) {
 	nq := len(q) / d
 	pf := packFloats(q, d)
-	pq := packQuery(q, d)
 	probed := map[uint32][]int{} // the probed cells of each quantizer, ascending
 	for _, seg := range segs {
 		v := seg.ivf

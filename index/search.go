@@ -26,6 +26,8 @@ type SearchOptions struct {
 	// candidates are scored again, exactly, in float32.
 	Exact bool
 	// Int8 scores on the int8 codes instead of the product-quantised ones.
+	// (A pruned search, see Candidates, always scores its candidates on
+	// the int8 codes, and re-ranks as for them.)
 	Int8 bool
 	// Rerank is how many of the best compressed-code candidates are
 	// rescored in float32 (0: max(10 K, 100) on the int8 codes, max(10 K,
@@ -92,10 +94,15 @@ func (o *SearchOptions) k() int {
 	return o.K
 }
 
-// rerank returns how many candidates to rescore exactly (0: none).
-func (o *SearchOptions) rerank() int {
+// rerank returns how many candidates to rescore exactly (0: none); pq says
+// they were ranked on product-quantised codes, whose default is larger
+// (pqRerank).
+func (o *SearchOptions) rerank(pq bool) int {
 	switch {
 	case o == nil || o.Rerank == 0:
+		if pq {
+			return max(10*o.k(), pqRerank)
+		}
 		return max(10*o.k(), 100)
 	case o.Rerank < 0:
 		return 0
@@ -267,10 +274,7 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 	if err != nil {
 		return nil, err
 	}
-	r := o.rerank()
-	if pq && (o == nil || o.Rerank == 0) {
-		r = max(r, pqRerank)
-	}
+	r := o.rerank(pq)
 	if r == 0 {
 		return model.TopK(scores, k), nil
 	}
@@ -307,13 +311,14 @@ func scoreCompressed(ctx context.Context, segs []*segment, q *model.Embeddings, 
 // rankPruned ranks c candidates (from the inverted files for an alignment
 // scoring when every segment has one, else the c items closest to the
 // query by global vector): with the fine-grained alignment on their int8
-// codes, then, for the best o.rerank(), exactly in float32 (a global
+// codes, then, for the best o.rerank(false), exactly in float32 (a global
 // scoring rescores them all exactly).
 func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
 	var cands []candidate
+	packed := packQuery(q.Item(0), q.Dim)
 	if s.Alignment() && allIVF(segs) {
 		var err error
-		if cands, err = ivfCandidates(ctx, segs, q.Item(0), q.Dim, c, o.probes(), s, queryIsText); err != nil {
+		if cands, err = ivfCandidates(ctx, segs, q.Item(0), packed, q.Dim, c, o.probes(), s, queryIsText); err != nil {
 			return nil, err
 		}
 	} else {
@@ -326,20 +331,18 @@ func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s mod
 	if s == model.Global {
 		return rescore(ctx, segs, hits, q, s, queryIsText, o.k())
 	}
-	scores, err := scoreCandidates(ctx, cands, packQuery(q.Item(0), q.Dim), s, queryIsText)
+	scores, err := scoreCandidates(ctx, cands, packed, s, queryIsText)
 	if err != nil {
 		return nil, err
 	}
-	r := o.rerank()
-	if r == 0 {
-		r = o.k()
-	}
+	rr := o.rerank(false)
+	r := max(rr, o.k())
 	top := model.TopK(scores, r)
 	best := make([]model.Hit, len(top))
 	for i, h := range top {
 		best[i] = model.Hit{Index: cands[h.Index].item, Score: h.Score}
 	}
-	if o.rerank() == 0 {
+	if rr == 0 {
 		return best, nil
 	}
 	return rescore(ctx, segs, best, q, s, queryIsText, o.k())
