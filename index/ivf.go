@@ -143,62 +143,50 @@ func (qz *quantizer) assign(vecs []float32) []uint16 {
 		return out
 	}
 	const chunk = 4096
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pg := packFloats(qz.groupCent, d)
-			gs := make([]float32, chunk*qz.groups)
-			var tmp []float32
-			byGroup := make([][]int, qz.groups)
-			best := make([]float32, chunk)
-			var rows, dots, tmp2 []float32
-			for lo := range next {
-				hi := min(lo+chunk, n)
-				for lo2 := lo; lo2 < hi; lo2 += 64 {
-					hi2 := min(lo2+64, hi)
-					dotsInto(vecs[lo2*d:hi2*d], d, pg, gs[(lo2-lo)*qz.groups:(hi2-lo)*qz.groups], &tmp)
+	pg := packFloats(qz.groupCent, d)
+	forRanges(context.Background(), n, chunk, func() func(lo, hi int) {
+		gs := make([]float32, chunk*qz.groups)
+		var tmp []float32
+		byGroup := make([][]int, qz.groups)
+		best := make([]float32, chunk)
+		var rows, dots, tmp2 []float32
+		return func(lo, hi int) {
+			for lo2 := lo; lo2 < hi; lo2 += 64 {
+				hi2 := min(lo2+64, hi)
+				dotsInto(vecs[lo2*d:hi2*d], d, pg, gs[(lo2-lo)*qz.groups:(hi2-lo)*qz.groups], &tmp)
+			}
+			for g := range byGroup {
+				byGroup[g] = byGroup[g][:0]
+			}
+			var top [ivfGroupProbes]int
+			for r := 0; r < hi-lo; r++ {
+				best[r] = float32(math.Inf(-1))
+				for _, g := range topIndices(gs[r*qz.groups:(r+1)*qz.groups], top[:]) {
+					byGroup[g] = append(byGroup[g], r)
 				}
-				for g := range byGroup {
-					byGroup[g] = byGroup[g][:0]
+			}
+			// For each group, its rows against its cells.
+			for g, rs := range byGroup {
+				if len(rs) == 0 || len(qz.members[g]) == 0 {
+					continue
 				}
-				var top [ivfGroupProbes]int
-				for r := 0; r < hi-lo; r++ {
-					best[r] = float32(math.Inf(-1))
-					for _, g := range topIndices(gs[r*qz.groups:(r+1)*qz.groups], top[:]) {
-						byGroup[g] = append(byGroup[g], r)
-					}
+				mem, pc := qz.members[g], qz.packed[g]
+				rows = grow(rows, len(rs)*d)
+				for j, r := range rs {
+					copy(rows[j*d:], vecs[(lo+r)*d:(lo+r+1)*d])
 				}
-				// For each group, its rows against its cells.
-				for g, rs := range byGroup {
-					if len(rs) == 0 || len(qz.members[g]) == 0 {
-						continue
-					}
-					mem, pc := qz.members[g], qz.packed[g]
-					rows = grow(rows, len(rs)*d)
-					for j, r := range rs {
-						copy(rows[j*d:], vecs[(lo+r)*d:(lo+r+1)*d])
-					}
-					dots = grow(dots, len(rs)*len(mem))
-					dotsInto(rows[:len(rs)*d], d, pc, dots, &tmp2)
-					for j, r := range rs {
-						for k, x := range dots[j*len(mem) : (j+1)*len(mem)] {
-							if x > best[r] {
-								best[r], out[lo+r] = x, uint16(mem[k])
-							}
+				dots = grow(dots, len(rs)*len(mem))
+				dotsInto(rows[:len(rs)*d], d, pc, dots, &tmp2)
+				for j, r := range rs {
+					for k, x := range dots[j*len(mem) : (j+1)*len(mem)] {
+						if x > best[r] {
+							best[r], out[lo+r] = x, uint16(mem[k])
 						}
 					}
 				}
 			}
-		}()
-	}
-	for lo := 0; lo < n; lo += chunk {
-		next <- lo
-	}
-	close(next)
-	wg.Wait()
+		}
+	})
 	return out
 }
 
@@ -323,27 +311,14 @@ func sphericalKmeans(vecs []float32, d int, sample []int, k int) []float32 {
 func assign(vecs []float32, d int, cents []float32) []int32 {
 	n := len(vecs) / d
 	out := make([]int32, n)
-	workers := runtime.GOMAXPROCS(0)
 	const chunk = 4096
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pc := packFloats(cents, d)
-			var buf []float32
-			for lo := range next {
-				hi := min(lo+chunk, n)
-				buf = argmaxDots(vecs[lo*d:hi*d], d, pc, buf, out[lo:hi])
-			}
-		}()
-	}
-	for lo := 0; lo < n; lo += chunk {
-		next <- lo
-	}
-	close(next)
-	wg.Wait()
+	pc := packFloats(cents, d)
+	forRanges(context.Background(), n, chunk, func() func(lo, hi int) {
+		var buf []float32
+		return func(lo, hi int) {
+			buf = argmaxDots(vecs[lo*d:hi*d], d, pc, buf, out[lo:hi])
+		}
+	})
 	return out
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
-	"sync"
 
 	"github.com/xmr-project/xmr/model"
 )
@@ -203,30 +201,6 @@ func setCode(blk []byte, s, i int, c byte) {
 	} else {
 		blk[at] = blk[at]&0x0f | c<<4
 	}
-}
-
-// parallel runs f(0), ..., f(n-1) on every core.
-func parallel(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next := 0
-	for range min(n, runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= n {
-					return
-				}
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // pqQuery is a query's vectors as quantised look-up tables for one

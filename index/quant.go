@@ -188,19 +188,11 @@ func scoreCodes(ctx context.Context, c *codeView, q *packedQuery, s model.Scorin
 // forBlocks cuts the items of offsets (as Embeddings.Offsets) into blocks
 // of about maxVectors vectors (at least one item each) and runs them on
 // every core: newWorker makes each goroutine's function, which scores
-// items [lo, hi). The goroutines claim the next block themselves, under a
-// mutex held for a few instructions, rather than receiving it over a
-// channel: a hand-over through a channel parks and wakes goroutines, which
-// cost more than the scoring of a small block.
+// items [lo, hi).
 func forBlocks(ctx context.Context, offsets []int, maxVectors int, newWorker func() func(lo, hi int)) error {
 	n := len(offsets) - 1
-	var (
-		mu   sync.Mutex
-		next int
-	)
-	claim := func() (lo, hi int) {
-		mu.Lock()
-		defer mu.Unlock()
+	next := 0
+	return runClaimed(ctx, n, func() (lo, hi int) {
 		lo, hi = next, next
 		if lo < n {
 			hi = lo + 1
@@ -210,13 +202,40 @@ func forBlocks(ctx context.Context, offsets []int, maxVectors int, newWorker fun
 		}
 		next = hi
 		return lo, hi
-	}
+	}, newWorker)
+}
+
+// forRanges runs [0, n) on every core in ranges of step: newWorker makes
+// each goroutine's function, which handles [lo, hi).
+func forRanges(ctx context.Context, n, step int, newWorker func() func(lo, hi int)) error {
+	next := 0
+	return runClaimed(ctx, (n+step-1)/step, func() (lo, hi int) {
+		lo = min(next, n)
+		next = min(lo+step, n)
+		return lo, next
+	}, newWorker)
+}
+
+// parallel runs f(0), ..., f(n-1) on every core.
+func parallel(n int, f func(i int)) {
+	forRanges(context.Background(), n, 1, func() func(lo, hi int) {
+		return func(lo, _ int) { f(lo) }
+	})
+}
+
+// runClaimed runs up to tasks tasks on every core: each goroutine (from
+// newWorker) claims its next range itself by calling claim, under a mutex
+// held for a few instructions, until claim returns an empty range or ctx
+// is done. (A hand-over through a channel would park and wake goroutines,
+// which cost more than a small block's work.)
+func runClaimed(ctx context.Context, tasks int, claim func() (lo, hi int), newWorker func() func(lo, hi int)) error {
+	var mu sync.Mutex
 	done := ctx.Done()
 	var (
 		wg       sync.WaitGroup
 		canceled atomic.Bool
 	)
-	for range min(runtime.GOMAXPROCS(0), max(n, 1)) {
+	for range min(runtime.GOMAXPROCS(0), max(tasks, 1)) {
 		wg.Add(1)
 		work := newWorker()
 		go func() {
@@ -228,7 +247,9 @@ func forBlocks(ctx context.Context, offsets []int, maxVectors int, newWorker fun
 					return
 				default:
 				}
+				mu.Lock()
 				lo, hi := claim()
+				mu.Unlock()
 				if lo == hi {
 					return
 				}

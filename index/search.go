@@ -413,12 +413,8 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	if s.Alignment() {
 		pq := packFloats(q.Item(0), q.Dim)
 		sc = make([]float32, len(cand))
-		// One item per task: forBlocks over offsets 0, 1, ..., len(cand).
-		offsets := make([]int, len(cand)+1)
-		for i := range offsets {
-			offsets[i] = i
-		}
-		err = forBlocks(ctx, offsets, 8, func() func(lo, hi int) {
+		// Candidates in tasks of 8, each scored from its own segment.
+		err = forRanges(ctx, len(cand), 8, func() func(lo, hi int) {
 			var fs floatScratch
 			return func(lo, hi int) {
 				for i := lo; i < hi; i++ {
