@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -367,5 +368,58 @@ func TestScoreFloatsMatchesScoreMatrix(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestClaimedRanges: forRanges and forBlocks hand out every index exactly
+// once, in ranges of the asked size (blocks of at most maxVectors vectors
+// unless one item alone has more), and stop with the context's error.
+func TestClaimedRanges(t *testing.T) {
+	for _, c := range []struct{ n, step int }{{0, 1}, {1, 1}, {7, 3}, {100, 8}, {4097, 4096}} {
+		var mu sync.Mutex
+		seen := make([]int, c.n)
+		err := forRanges(context.Background(), c.n, c.step, func() func(lo, hi int) {
+			return func(lo, hi int) {
+				if hi-lo > c.step || hi <= lo {
+					t.Errorf("%+v: range [%d, %d)", c, lo, hi)
+				}
+				mu.Lock()
+				for i := lo; i < hi; i++ {
+					seen[i]++
+				}
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range seen {
+			if k != 1 {
+				t.Fatalf("%+v: index %d handed out %d times", c, i, k)
+			}
+		}
+	}
+	offsets := []int{0, 5, 6, 30, 31, 32, 40}
+	var mu sync.Mutex
+	seen := make([]int, len(offsets)-1)
+	err := forBlocks(context.Background(), offsets, 8, func() func(lo, hi int) {
+		return func(lo, hi int) {
+			if hi-lo > 1 && offsets[hi]-offsets[lo] > 8 {
+				t.Errorf("block [%d, %d) of %d vectors", lo, hi, offsets[hi]-offsets[lo])
+			}
+			mu.Lock()
+			for i := lo; i < hi; i++ {
+				seen[i]++
+			}
+			mu.Unlock()
+		}
+	})
+	if err != nil || !slices.Equal(seen, []int{1, 1, 1, 1, 1, 1}) {
+		t.Fatalf("forBlocks: %v, items handed out %v times", err, seen)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := forRanges(ctx, 100, 1, func() func(lo, hi int) { return func(int, int) {} }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: %v", err)
 	}
 }
