@@ -995,12 +995,15 @@ func (u *unpickler) quoted(s string) (string, error) {
 	return latin1(b), nil
 }
 
-// rawUnicode decodes protocol 0's UNICODE argument (raw-unicode-escape:
-// only \uXXXX and \UXXXXXXXX are escapes).
+// rawUnicode decodes protocol 0's UNICODE argument in Python's
+// raw-unicode-escape: \uXXXX and \UXXXXXXXX are the only escapes, and
+// only after an odd number of backslashes (in a run of backslashes, all
+// but an odd run's last are literal).
 func (u *unpickler) rawUnicode(s string) (string, error) {
 	var out []rune
+	run := 0 // backslashes just before s[i]
 	for i := 0; i < len(s); {
-		if s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'u' || s[i+1] == 'U') {
+		if s[i] == '\\' && run%2 == 0 && i+1 < len(s) && (s[i+1] == 'u' || s[i+1] == 'U') {
 			n := 4
 			if s[i+1] == 'U' {
 				n = 8
@@ -1014,7 +1017,13 @@ func (u *unpickler) rawUnicode(s string) (string, error) {
 			}
 			out = append(out, rune(x))
 			i += 2 + n
+			run = 0
 			continue
+		}
+		if s[i] == '\\' {
+			run++
+		} else {
+			run = 0
 		}
 		out = append(out, rune(s[i])) // raw bytes are latin-1
 		i++

@@ -573,3 +573,39 @@ func walk(v Value, seen map[any]bool, depth int, f func(*Tensor)) {
 		}
 	}
 }
+
+// TestTextStrings: protocol 0's text opcodes, UNICODE (raw-unicode-escape,
+// where \u is an escape only after an odd number of backslashes) and
+// STRING (a quoted Python bytes literal, read as latin-1), and their
+// errors.
+func TestTextStrings(t *testing.T) {
+	for _, c := range []struct{ pickle, want, err string }{
+		{"Vplain\n.", "plain", ""},
+		{`V\u00e9t\u00e9` + "\n.", "été", ""},
+		{`V\U0001F600` + "\n.", "\U0001F600", ""},
+		{`V\\u0041` + "\n.", `\\u0041`, ""},
+		{`V\\\u0041` + "\n.", `\\A`, ""},
+		{`Va\b` + "\n.", `a\b`, ""},
+		{"V\xe9\n.", "é", ""},
+		{`V\u00` + "\n.", "", "truncated escape"},
+		{`V\U00110000` + "\n.", "", "bad escape"},
+		{`S'a\x41\n'` + "\n.", "aA\n", ""},
+		{`S"it's"` + "\n.", "it's", ""},
+		{`Sunquoted` + "\n.", "", "STRING"},
+	} {
+		v, _, err := unpickle([]byte(c.pickle), nil)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want one containing %q", c.pickle, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.pickle, err)
+			continue
+		}
+		if v != c.want {
+			t.Errorf("%q: %q, want %q", c.pickle, v, c.want)
+		}
+	}
+}
