@@ -120,12 +120,13 @@ type OpenOptions struct {
 	// (their headers are always checked): faster opening of large indexes
 	// whose files are trusted.
 	SkipChecksums bool
-	// Preload reads the parts of every segment that each search reads
-	// (offsets, codes and their scales, the inverted files, the global
-	// vectors' sketches and codes) into the page cache when the index
-	// opens, so that the first searches do not wait for the disk. The
-	// float32 vectors, read only for re-ranking and --exact, are left
-	// where they are.
+	// Preload reads every part of every segment but its float32 region,
+	// word and global vectors (offsets, positions, the int8 and 4-bit
+	// codes with their scales and codebooks, the inverted files, the
+	// global sketches and codes; a search reads some of them, depending on
+	// its options) into the page cache when the index opens, so that the
+	// first searches do not wait for the disk. The float32 vectors, read
+	// only for re-ranking and --exact, are left where they are.
 	Preload bool
 }
 

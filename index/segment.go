@@ -2,6 +2,7 @@ package index
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -9,8 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"runtime"
-	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/xmr-project/xmr/atomicfile"
@@ -357,39 +357,36 @@ func (s *segment) parse(skipCRC bool) error {
 	return nil
 }
 
-// preload reads the sections every search reads into the page cache (see
-// OpenOptions.Preload): one byte of each page, on every core.
+// preload reads every section but the float32 vectors and global vectors
+// (those a compressed or pruned search reads: codes, lists, sketches,
+// centroids, codebooks) into the page cache, one byte of each page, on
+// every core. With checksums verified, Open has read them once already,
+// but on an index larger than memory the float32 vectors read after them
+// may have pushed them out.
 func (s *segment) preload() {
 	var parts [][]byte
+	const chunk = 64 << 20
 	for name, sec := range s.header.Sections {
 		if name == secVectors || name == secGlobal || sec.Size == 0 {
 			continue
 		}
-		parts = append(parts, s.data[sec.Offset:sec.Offset+sec.Size])
-	}
-	var wg sync.WaitGroup
-	next := make(chan []byte)
-	var sink [64]byte // one slot per worker, so the reads are not optimised away
-	for w := range min(runtime.GOMAXPROCS(0), len(sink)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range next {
-				mmap.WillNeed(b)
-				for i := 0; i < len(b); i += 4096 {
-					sink[w] += b[i]
-				}
-			}
-		}()
-	}
-	const chunk = 64 << 20
-	for _, b := range parts {
+		b := s.data[sec.Offset : sec.Offset+sec.Size]
 		for lo := 0; lo < len(b); lo += chunk {
-			next <- b[lo:min(lo+chunk, len(b))]
+			parts = append(parts, b[lo:min(lo+chunk, len(b))])
 		}
 	}
-	close(next)
-	wg.Wait()
+	var sink atomic.Uint64 // so that the reads are not optimised away
+	forRanges(context.Background(), len(parts), 1, func() func(lo, hi int) {
+		return func(lo, _ int) {
+			b := parts[lo]
+			mmap.WillNeed(b)
+			var sum uint64
+			for i := 0; i < len(b); i += 4096 {
+				sum += uint64(b[i])
+			}
+			sink.Add(sum)
+		}
+	})
 }
 
 // close releases the mapping.
