@@ -113,10 +113,10 @@ func trainQuantizer(vecs []float32, d int) *quantizer {
 	}
 	cells := ivfCells(n)
 	qz := &quantizer{cells: cells, d: d, centroids: sphericalKmeans(vecs, d, strided(n, cells*ivfSample), cells)}
-	qz.groups = 1 << ((bits.Len(uint(cells)) - 1 + 1) / 2) // about sqrt(cells)
+	qz.groups = 1 << (bits.Len(uint(cells)) / 2) // about sqrt(cells)
 	qz.groupCent = sphericalKmeans(qz.centroids, d, strided(cells, cells), qz.groups)
 	qz.members = make([][]int32, qz.groups)
-	for c, g := range assignSerial(qz.centroids, d, qz.groupCent) {
+	for c, g := range assign(qz.centroids, d, qz.groupCent) {
 		qz.members[g] = append(qz.members[g], int32(c))
 	}
 	for _, mem := range qz.members {
@@ -260,7 +260,9 @@ func strided(n, m int) []int {
 // sphericalKmeans runs spherical k-means (dot-product assignment, centroids
 // renormalised) on the sample rows of vecs and returns k unit centroids,
 // k x d. It starts from k rows spread evenly over the sample; a centroid
-// that loses all its rows keeps its place.
+// that loses all its rows keeps its place. The sample holds at least k rows
+// (ivfCells keeps the cells within the vectors, the groups within the
+// cells).
 func sphericalKmeans(vecs []float32, d int, sample []int, k int) []float32 {
 	rows := make([]float32, len(sample)*d)
 	for j, i := range sample {
@@ -269,9 +271,6 @@ func sphericalKmeans(vecs []float32, d int, sample []int, k int) []float32 {
 	cents := make([]float32, k*d)
 	for j, i := range strided(len(sample), k) {
 		copy(cents[j*d:], rows[i*d:(i+1)*d])
-	}
-	for c := len(sample); c < k; c++ { // fewer rows than centroids: repeat
-		copy(cents[c*d:], cents[(c%max(len(sample), 1))*d:])
 	}
 	sum := make([]float64, k*d)
 	for range ivfKmeansIters {
@@ -319,13 +318,6 @@ func assign(vecs []float32, d int, cents []float32) []int32 {
 			buf = argmaxDots(vecs[lo*d:hi*d], d, pc, buf, out[lo:hi])
 		}
 	})
-	return out
-}
-
-// assignSerial is assign on the calling goroutine.
-func assignSerial(vecs []float32, d int, cents []float32) []int32 {
-	out := make([]int32, len(vecs)/d)
-	argmaxDots(vecs, d, packFloats(cents, d), nil, out)
 	return out
 }
 

@@ -129,7 +129,7 @@ func TestQuantizerAssign(t *testing.T) {
 		e, _ := clusteredItems(rng, n, 8, d, objects)
 		qz := trainQuantizer(e.Vecs, d)
 		got := qz.assign(e.Vecs)
-		want := assignSerial(e.Vecs, d, qz.centroids)
+		want := assign(e.Vecs, d, qz.centroids)
 		same, objSame, objAll := 0, 0, 0
 		for i := range got {
 			near := i%8 < 4 // the vectors near an object
@@ -211,7 +211,7 @@ func TestIVFLists(t *testing.T) {
 			cellOf[v.vecs[k]] = c
 		}
 	}
-	for x, c := range assignSerial(e.Vecs, d, v.centroids) {
+	for x, c := range assign(e.Vecs, d, v.centroids) {
 		if int(c) != cellOf[x] {
 			t.Fatalf("vector %d filed in cell %d, its best cell is %d", x, cellOf[x], c)
 		}
