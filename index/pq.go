@@ -306,12 +306,10 @@ const pqTaskVectors = 512
 // scorePQ scores the query vectors (rows of the codebook's dim) against
 // every item of v with scoring s, in parallel over blocks of items.
 func scorePQ(ctx context.Context, v *pqView, q *pqQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
-	out := make([]float32, len(v.offsets)-1)
-	err := forBlocks(ctx, v.offsets, pqTaskVectors, func() func(lo, hi int) {
+	return scoreBlocks(ctx, v.offsets, pqTaskVectors, func() func(lo, hi int, out []float32) {
 		var sc pqScratch
-		return func(lo, hi int) { sc.score(v, q, s, queryIsText, lo, hi, out[lo:hi]) }
+		return func(lo, hi int, out []float32) { sc.score(v, q, s, queryIsText, lo, hi, out) }
 	})
-	return out, err
 }
 
 // pqScratch holds one goroutine's buffers for scoring PQ codes.

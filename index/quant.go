@@ -177,10 +177,20 @@ const (
 // is on: the pooling of an alignment scoring maxes over regions and sums
 // over words.
 func scoreCodes(ctx context.Context, c *codeView, q *packedQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
-	out := make([]float32, c.len())
-	err := forBlocks(ctx, c.offsets, blockVectors, func() func(lo, hi int) {
+	return scoreBlocks(ctx, c.offsets, blockVectors, func() func(lo, hi int, out []float32) {
 		var sc codeScratch
-		return func(lo, hi int) { sc.score(c, q, s, queryIsText, lo, hi, out[lo:hi]) }
+		return func(lo, hi int, out []float32) { sc.score(c, q, s, queryIsText, lo, hi, out) }
+	})
+}
+
+// scoreBlocks scores every item of offsets (as Embeddings.Offsets) through
+// forBlocks: each goroutine's function, from newScorer, writes the scores
+// of items [lo, hi) to out[0 : hi-lo].
+func scoreBlocks(ctx context.Context, offsets []int, maxVectors int, newScorer func() func(lo, hi int, out []float32)) ([]float32, error) {
+	out := make([]float32, len(offsets)-1)
+	err := forBlocks(ctx, offsets, maxVectors, func() func(lo, hi int) {
+		score := newScorer()
+		return func(lo, hi int) { score(lo, hi, out[lo:hi]) }
 	})
 	return out, err
 }
