@@ -428,7 +428,7 @@ func ivfCandidates(ctx context.Context, segs []*segment, q []float32, pq *packed
 // alignment of q with those of their vectors.
 func rateProbed(seg *segment, cells []int, q *packedQuery, s model.Scoring, queryIsText bool) ([]int32, []float32) {
 	v, c := seg.ivf, seg.codes
-	nq, ng, cd := q.n, len(q.groups), c.cd
+	nq, cd := q.n, c.cd
 	total := 0
 	for _, cell := range cells {
 		total += int(v.off[cell+1] - v.off[cell])
@@ -438,7 +438,8 @@ func rateProbed(seg *segment, cells []int, q *packedQuery, s model.Scoring, quer
 	sims := make([]float32, 0, total*nq)
 	const chunk = 128
 	buf := make([]int8, chunk*cd)
-	dots := make([]int32, ng*chunk*12)
+	scales := make([]float32, chunk)
+	var dots []int32
 	for _, cell := range cells {
 		for lo := v.off[cell]; lo < v.off[cell+1]; lo += chunk {
 			hi := min(lo+chunk, v.off[cell+1])
@@ -446,21 +447,12 @@ func rateProbed(seg *segment, cells []int, q *packedQuery, s model.Scoring, quer
 			for r := range rows {
 				x := int(v.vecs[lo+int64(r)])
 				copy(buf[r*cd:(r+1)*cd], c.codes[x*cd:(x+1)*cd])
+				scales[r] = c.scales[x]
+				ents = append(ents, entry{item: v.items[lo+int64(r)], at: int32(len(ents))})
 			}
-			clear(dots[:ng*rows*12])
-			for g, qg := range q.groups {
-				dots12(buf, rows, cd, qg, cd, dots[g*rows*12:(g+1)*rows*12])
-			}
-			for r := range rows {
-				x := v.vecs[lo+int64(r)]
-				vs := c.scales[x]
-				ents = append(ents, entry{item: v.items[lo+int64(r)], at: int32(len(sims) / max(nq, 1))})
-				for g := range ng {
-					for w := 0; w < 12 && g*12+w < nq; w++ {
-						sims = append(sims, vs*q.scales[g*12+w]*float32(dots[(g*rows+r)*12+w]))
-					}
-				}
-			}
+			at := len(sims)
+			sims = sims[:at+rows*nq]
+			int8Sims(buf[:rows*cd], scales[:rows], cd, q, &dots, sims[at:])
 		}
 	}
 	slices.SortFunc(ents, func(a, b entry) int { return int(a.item - b.item) })

@@ -183,6 +183,29 @@ func scoreCodes(ctx context.Context, c *codeView, q *packedQuery, s model.Scorin
 	})
 }
 
+// int8Sims writes to sims[r*q.n+j] the cosine estimate of int8 row r of
+// codes (cd codes a row, scale scales[r]) with query vector j, using *dots
+// (grown as needed) as scratch.
+func int8Sims(codes []int8, scales []float32, cd int, q *packedQuery, dots *[]int32, sims []float32) {
+	nv, nq, ng := len(scales), q.n, len(q.groups)
+	*dots = grow(*dots, ng*nv*12)
+	dd := (*dots)[:ng*nv*12]
+	clear(dd)
+	for k0 := 0; k0 < cd; k0 += spanInt8 {
+		span := min(spanInt8, cd-k0)
+		for g, qg := range q.groups {
+			dots12(codes[k0:], nv, cd, qg[k0*12:], span, dd[g*nv*12:(g+1)*nv*12])
+		}
+	}
+	for qi := range nq {
+		g, w := qi/12, qi%12
+		dg := dd[g*nv*12:]
+		for r := range nv {
+			sims[r*nq+qi] = scales[r] * q.scales[qi] * float32(dg[r*12+w])
+		}
+	}
+}
+
 // scoreBlocks scores every item of offsets (as Embeddings.Offsets) through
 // forBlocks: each goroutine's function, from newScorer, writes the scores
 // of items [lo, hi) to out[0 : hi-lo].
@@ -283,30 +306,9 @@ type codeScratch struct {
 // score scores items [lo, hi) of c into out[0 : hi-lo].
 func (sc *codeScratch) score(c *codeView, q *packedQuery, s model.Scoring, queryIsText bool, lo, hi int, out []float32) {
 	v0, v1 := c.offsets[lo], c.offsets[hi]
-	nv, nq, ng := v1-v0, q.n, len(q.groups)
-	sc.dots = grow(sc.dots, ng*nv*12)
-	sc.sims = grow(sc.sims, nv*nq)
-	clear(sc.dots)
-	codes := c.codes[v0*c.cd : v1*c.cd]
-	for k0 := 0; k0 < c.cd; k0 += spanInt8 {
-		span := min(spanInt8, c.cd-k0)
-		for g, qg := range q.groups {
-			dots12(codes[k0:], nv, c.cd, qg[k0*12:], span, sc.dots[g*nv*12:(g+1)*nv*12])
-		}
-	}
-	for g := range q.groups {
-		dots := sc.dots[g*nv*12:]
-		for r := 0; r < nv; r++ {
-			vs := c.scales[v0+r]
-			for w := 0; w < 12; w++ {
-				qi := g*12 + w
-				if qi >= nq {
-					break
-				}
-				sc.sims[r*nq+qi] = vs * q.scales[qi] * float32(dots[r*12+w])
-			}
-		}
-	}
+	nq := q.n
+	sc.sims = grow(sc.sims, (v1-v0)*nq)
+	int8Sims(c.codes[v0*c.cd:v1*c.cd], c.scales[v0:v1], c.cd, q, &sc.dots, sc.sims)
 	for i := lo; i < hi; i++ {
 		a, b := c.offsets[i]-v0, c.offsets[i+1]-v0
 		out[i-lo] = pool(sc.sims[a*nq:b*nq], b-a, nq, s, queryIsText)
