@@ -46,33 +46,37 @@ func packFloats(vecs []float32, d int) *packedFloats {
 }
 
 // dotsInto writes to out[r*p.n+j] the dot product of row r of vecs with
-// query j of p, using *tmp (grown to 12 per row and group of 12 queries) as
-// scratch.
+// query j of p: the full groups of 12 queries straight into out, the last
+// partial group through *tmp (grown to 12 per row), then the tail of
+// fewer than 8 elements.
 func dotsInto(vecs []float32, d int, p *packedFloats, out []float32, tmp *[]float32) {
-	nv := len(vecs) / d
-	if p.d8 == d && p.n == 12*p.ng {
-		// No tail and no padding: the kernel writes out itself.
-		out = out[:nv*p.n]
-		clear(out)
-		dots12f(vecs, nv, d, p.buf, p.ng, 12*p.d8, p.d8, out, 12, p.n)
-		return
+	nv, n := len(vecs)/d, p.n
+	out = out[:nv*n]
+	clear(out)
+	full, gs := n/12, 12*p.d8
+	if full > 0 {
+		dots12f(vecs, nv, d, p.buf, full, gs, p.d8, out, 12, n)
 	}
-	*tmp = grow(*tmp, p.ng*nv*12)
-	dots := (*tmp)[:p.ng*nv*12]
-	clear(dots)
-	dots12f(vecs, nv, d, p.buf, p.ng, 12*p.d8, p.d8, dots, nv*12, 12)
-	for qi := 0; qi < p.n; qi++ {
-		g, w := qi/12, qi%12
-		dg := dots[g*nv*12:]
-		for r := 0; r < nv; r++ {
-			x := dg[r*12+w]
-			if p.d8 < d { // the tail of fewer than 8 elements
-				v, qv := vecs[r*d+p.d8:(r+1)*d], p.vecs[qi*d+p.d8:(qi+1)*d]
+	if rest := n - 12*full; rest > 0 {
+		*tmp = grow(*tmp, nv*12)
+		t := (*tmp)[:nv*12]
+		clear(t)
+		dots12f(vecs, nv, d, p.buf[full*gs:], 1, gs, p.d8, t, nv*12, 12)
+		for r := range nv {
+			copy(out[r*n+12*full:(r+1)*n], t[r*12:r*12+rest])
+		}
+	}
+	if p.d8 < d { // the tail of fewer than 8 elements
+		for r := range nv {
+			v := vecs[r*d+p.d8 : (r+1)*d]
+			for qi := range n {
+				qv := p.vecs[qi*d+p.d8 : (qi+1)*d]
+				var x float32
 				for k := range v {
 					x += v[k] * qv[k]
 				}
+				out[r*n+qi] += x
 			}
-			out[r*p.n+qi] = x
 		}
 	}
 }
