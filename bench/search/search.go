@@ -550,29 +550,19 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	// The index's own exhaustive float32 search must agree with the truth
 	// computed in memory (the same scores, read from the segments); timed
 	// on a few queries, since each reads every float32 vector.
-	var exactMS []float64
-	var agree, agreeTot float64
 	exactQueries := queries[:min(3, len(queries))]
 	if p.reuse {
 		exactQueries = nil // measured when it was built; reading every float32 vector would empty the page cache
 	}
-	for i, q := range exactQueries {
-		st := time.Now()
-		res, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Exact: true, Candidates: -1})
-		if err != nil {
-			return err
-		}
-		exactMS = append(exactMS, float64(time.Since(st).Microseconds())/1000)
-		for _, r := range res {
-			if slices.Contains(truth[i], r.Item) {
-				agree++
-			}
-		}
-		agreeTot += float64(len(truth[i]))
+	exactMS, agree, err := Measure(exactQueries, truth, func(q *model.Embeddings) ([]index.Result, error) {
+		return ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Exact: true, Candidates: -1})
+	})
+	if err != nil {
+		return err
 	}
 	if len(exactMS) > 0 {
 		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "latency", Value: bench.Median(exactMS), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d queries, reading every float32 vector", len(exactMS))})
-		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "agreement", Value: agree / agreeTot, Unit: "", Note: "top 10 of the index's exhaustive search against the in-memory truth"})
+		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "agreement", Value: agree, Unit: "", Note: "top 10 of the index's exhaustive search against the in-memory truth"})
 	}
 	// Warm the pages every pruned search reads (centroids, lists, codes)
 	// with other queries than the timed ones: the float32 vectors that a
@@ -585,28 +575,43 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	}
 	for _, c := range p.candidates {
 		for _, pr := range p.probes {
-			var ms []float64
-			var hit, tot float64
-			for i, q := range queries {
-				st := time.Now()
-				res, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: c, Probes: pr, Rerank: p.rerank})
-				if err != nil {
-					return err
-				}
-				ms = append(ms, float64(time.Since(st).Microseconds())/1000)
-				for _, r := range res {
-					if slices.Contains(truth[i], r.Item) {
-						hit++
-					}
-				}
-				tot += float64(len(truth[i]))
+			ms, recall, err := Measure(queries, truth, func(q *model.Embeddings) ([]index.Result, error) {
+				return ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: c, Probes: pr, Rerank: p.rerank})
+			})
+			if err != nil {
+				return err
 			}
 			name := fmt.Sprintf("search/scale pruned %d candidates %d probes", c, pr)
 			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: bench.Median(ms), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d text queries of %d words", len(queries), p.words)})
-			opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: hit / tot, Unit: "", Note: "against exhaustive float32 scoring"})
+			opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: recall, Unit: "", Note: "against exhaustive float32 scoring"})
 		}
 	}
 	return nil
+}
+
+// Measure runs search on each query in turn and returns the times it took
+// (ms) and its recall: the share of each query's want (its true top items)
+// found among its results, over all queries (0 for none).
+func Measure(queries []*model.Embeddings, want [][]int, search func(q *model.Embeddings) ([]index.Result, error)) (ms []float64, recall float64, err error) {
+	var hit, tot float64
+	for i, q := range queries {
+		st := time.Now()
+		res, err := search(q)
+		if err != nil {
+			return nil, 0, err
+		}
+		ms = append(ms, float64(time.Since(st).Microseconds())/1000)
+		for _, r := range res {
+			if slices.Contains(want[i], r.Item) {
+				hit++
+			}
+		}
+		tot += float64(len(want[i]))
+	}
+	if tot > 0 {
+		recall = hit / tot
+	}
+	return ms, recall, nil
 }
 
 // buildScale writes the scale run's index in dir (with m; nil m: no index,

@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -221,24 +220,12 @@ func run(ctx context.Context, opts bench.Options) error {
 	qnote := fmt.Sprintf("; median of %d text queries of %d words, k=10", len(queries), p.words)
 	opts.Emit(bench.Result{Name: "weaviate/local exhaustive float32 MrSw", Metric: "latency", Value: bench.Median(exactMS), Unit: "ms/query", Note: note + qnote})
 	measure := func(name string, search func(q *model.Embeddings) ([]index.Result, error), want [][]int, recallNote string) error {
-		var ms []float64
-		var hit, tot float64
-		for i, q := range queries {
-			st := time.Now()
-			res, err := search(q)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			ms = append(ms, millis(st))
-			for _, r := range res {
-				if slices.Contains(want[i], r.Item) {
-					hit++
-				}
-			}
-			tot += float64(len(want[i]))
+		ms, recall, err := benchsearch.Measure(queries, want, search)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		opts.Emit(bench.Result{Name: name, Metric: "latency", Value: bench.Median(ms), Unit: "ms/query", Note: note + qnote})
-		opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: hit / tot, Note: recallNote})
+		opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: recall, Note: recallNote})
 		return nil
 	}
 	err = measure("weaviate/local index MrSw (default: compressed codes + float32 re-ranking)", func(q *model.Embeddings) ([]index.Result, error) {
