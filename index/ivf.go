@@ -104,6 +104,15 @@ const (
 	ivfGroupProbes = 8
 )
 
+// quantizerFor trains a quantizer on the region or word vectors of e (nil
+// when it has none).
+func quantizerFor(e *model.Embeddings) *quantizer {
+	if e.Len() == 0 {
+		return nil
+	}
+	return trainQuantizer(e.Vecs[e.Offsets[0]*e.Dim:e.Offsets[e.Len()]*e.Dim], e.Dim)
+}
+
 // trainQuantizer trains a quantizer on vecs (n x d, unit length). It is
 // deterministic.
 func trainQuantizer(vecs []float32, d int) *quantizer {

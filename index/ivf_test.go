@@ -173,7 +173,7 @@ func TestIVFLists(t *testing.T) {
 	const d = 32
 	e := randomEmbeddings(rng, 300, 6, d)
 	path := filepath.Join(t.TempDir(), "x.seg")
-	if err := writeSegment(path, "images", "fp", e, nil); err != nil {
+	if err := writeSegment(path, "images", "fp", e, quantizerFor(e)); err != nil {
 		t.Fatal(err)
 	}
 	s, err := openSegment(path, false)
@@ -310,7 +310,7 @@ func TestIVFCorrupt(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	e := randomEmbeddings(rng, 50, 4, 16)
 	path := filepath.Join(t.TempDir(), "x.seg")
-	if err := writeSegment(path, "images", "fp", e, nil); err != nil {
+	if err := writeSegment(path, "images", "fp", e, quantizerFor(e)); err != nil {
 		t.Fatal(err)
 	}
 	h := headerOf(t, path)

@@ -200,7 +200,7 @@ func TestPQRerankMatchesExact(t *testing.T) {
 	items := clusteredNoise(rng, 1500, 4, 12, dim, 64, 0.4)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "images-000001-0000.seg")
-	if err := writeSegment(path, "images", "sha256:test", items, nil); err != nil {
+	if err := writeSegment(path, "images", "sha256:test", items, quantizerFor(items)); err != nil {
 		t.Fatal(err)
 	}
 	seg, err := openSegment(path, false)
@@ -258,7 +258,7 @@ func TestPQSegmentVersions(t *testing.T) {
 	rng := rand.New(rand.NewPCG(24, 24))
 	items := clustered(rng, 40, 6, 32, 4)
 	src := filepath.Join(t.TempDir(), "images-000001-0000.seg")
-	if err := writeSegment(src, "images", "sha256:test", items, nil); err != nil {
+	if err := writeSegment(src, "images", "sha256:test", items, quantizerFor(items)); err != nil {
 		t.Fatal(err)
 	}
 	h := headerOf(t, src)
@@ -312,7 +312,8 @@ func TestPQSegmentVersions(t *testing.T) {
 func FuzzParseSegment(f *testing.F) {
 	rng := rand.New(rand.NewPCG(25, 25))
 	p := filepath.Join(f.TempDir(), "seed.seg")
-	if err := writeSegment(p, "images", "sha256:test", clustered(rng, 5, 3, 16, 2), nil); err != nil {
+	items := clustered(rng, 5, 3, 16, 2)
+	if err := writeSegment(p, "images", "sha256:test", items, quantizerFor(items)); err != nil {
 		f.Fatal(err)
 	}
 	seed, err := os.ReadFile(p)

@@ -97,7 +97,7 @@ type segmentHeader struct {
 }
 
 // writeSegment writes e as a segment file at path, atomically, with an
-// inverted file of its vectors under qz (nil: one trained on e's vectors).
+// inverted file of its vectors under qz (nil: none).
 func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *quantizer) error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -114,9 +114,6 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 	codes, scales := quantize(e.Vecs[first*d:last*d], d)
 	gcodes, gscales := quantize(e.Global[:n*d], d)
 	sketch := sketches(e.Global[:n*d], d)
-	if qz == nil {
-		qz = trainQuantizer(e.Vecs[first*d:last*d], d)
-	}
 	var cells int
 	var cents []float32
 	ivfOff, ivfVecs, ivfItems := []int64{0}, []int32(nil), []int32(nil)

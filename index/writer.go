@@ -201,8 +201,8 @@ func (w *Writer) addSegment(modality string, e *model.Embeddings) (string, error
 		w.qz = map[string]*quantizer{}
 	}
 	qz := w.qz[modality]
-	if qz == nil && e.Len() > 0 {
-		qz = trainQuantizer(e.Vecs[e.Offsets[0]*e.Dim:e.Offsets[e.Len()]*e.Dim], e.Dim)
+	if qz == nil {
+		qz = quantizerFor(e)
 		w.qz[modality] = qz
 	}
 	if err := writeSegment(path, modality, w.fp, e, qz); err != nil {
