@@ -361,6 +361,8 @@ func (sc *pqScratch) score(v *pqView, q *pqQuery, s model.Scoring, queryIsText b
 		for i := lo; i < hi; i++ {
 			var t float32
 			for x := v.offsets[i] - v0 + base; x < v.offsets[i+1]-v0+base; x++ {
+				// at(qi/2, qi%2, x) with x's part hoisted out of the loop
+				// over the query's vectors (5% of i2t in BenchmarkScorePQ).
 				k := (x/pqBlock)*64 + x%pqBlock
 				best := float32(math.Inf(-1))
 				for qi := 0; qi < nq; qi++ {
@@ -376,10 +378,8 @@ func (sc *pqScratch) score(v *pqView, q *pqQuery, s model.Scoring, queryIsText b
 	sc.sims = grow(sc.sims, nv*nq)
 	for r := 0; r < nv; r++ {
 		row := sc.sims[r*nq : (r+1)*nq]
-		x := r + base
-		k := (x/pqBlock)*64 + x%pqBlock
 		for qi := range row {
-			row[qi] = q.scale[qi]*float32(sc.sums[(qi/2)*nb*64+(qi%2)*32+k]) + q.bias[qi]
+			row[qi] = q.scale[qi]*float32(sc.sums[at(qi/2, qi%2, r+base)]) + q.bias[qi]
 		}
 	}
 	for i := lo; i < hi; i++ {
