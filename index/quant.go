@@ -157,8 +157,6 @@ type codeView struct {
 	offsets []int     // as Embeddings.Offsets
 }
 
-func (c *codeView) len() int { return len(c.offsets) - 1 }
-
 // blockVectors is about how many item vectors one task scores at once:
 // their codes stay in the L2 cache across the query's groups. spanInt8 is
 // how many elements of each vector one kernel call covers. Shorter spans
