@@ -16,7 +16,7 @@ import (
 //   - *uint64: a whole number
 //   - *[]int: positive whole numbers separated by commas
 //   - *string: any text
-//   - *[]string: texts separated by commas
+//   - *[]string: texts separated by commas, none empty
 //   - *time.Duration: a duration such as 30s, not negative
 //   - *bool: 1, true, 0 or false
 //   - func(string) error: checks and keeps the value itself
@@ -72,7 +72,11 @@ func setArg(dst any, v string) error {
 	case *string:
 		*d = v
 	case *[]string:
-		*d = strings.Split(v, ",")
+		fs := strings.Split(v, ",")
+		if slices.Contains(fs, "") {
+			return fmt.Errorf("want texts separated by commas, none empty")
+		}
+		*d = fs
 	case *time.Duration:
 		t, err := time.ParseDuration(v)
 		if err != nil || t < 0 {

@@ -48,6 +48,8 @@ func TestParseArgs(t *testing.T) {
 		{"seed=-1", `seed="-1": want a whole number`},
 		{"list=4,0", `list="4,0": want positive whole numbers`},
 		{"list=", `want positive whole numbers`},
+		{"names=", `names="": want texts separated by commas, none empty`},
+		{"names=a,,b", `none empty`},
 		{"d=soon", `d="soon": want a duration such as 30s`},
 		{"d=-1s", `not negative`},
 		{"b=yes", `b="yes": want 1, true, 0 or false`},

@@ -5,10 +5,11 @@ package index
 import "golang.org/x/sys/cpu"
 
 // hasDotsAsm reports whether dots12AVX2 can run here; hasFMAAsm whether
-// dots12fAVX2 can.
+// dots12fAVX2 can; hasAVX512Asm whether dots4x12fAVX512 can.
 var (
-	hasDotsAsm = cpu.X86.HasAVX2
-	hasFMAAsm  = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasDotsAsm   = cpu.X86.HasAVX2
+	hasFMAAsm    = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasAVX512Asm = hasFMAAsm && cpu.X86.HasAVX512F
 )
 
 // dots12fAVX2 is implemented in dots_amd64.s.
@@ -20,7 +21,8 @@ func dots12fAVX2(v *float32, nv, stride int, q *float32, dlen int, out *float32)
 // elements of the nv float32 rows of v (stride apart) with the 12 queries
 // of each of the ng groups packed in q (see dots12fGo), group g at
 // q[g*gstride:], with AVX2 and FMA where the machine has them: 4 rows at a
-// time through dots4x12fAVX2, the rest through dots12fAVX2.
+// time through dots4x12fAVX512 where it has AVX-512 too, or else
+// dots4x12fAVX2; the rest through dots12fAVX2.
 func dots12f(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, out []float32, ostride, rstride int) {
 	if nv == 0 || dlen == 0 || ng == 0 {
 		return
@@ -33,6 +35,11 @@ func dots12f(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, ou
 	_ = q[(ng-1)*gstride+12*dlen-1]
 	_ = out[(ng-1)*ostride+(nv-1)*rstride+11]
 	r := 0
+	if hasAVX512Asm {
+		for ; r+4 <= nv; r += 4 {
+			dots4x12fAVX512(&v[r*stride], stride, &q[0], dlen, &out[r*rstride], ng, gstride, ostride, rstride)
+		}
+	}
 	for ; r+4 <= nv; r += 4 {
 		dots4x12fAVX2(&v[r*stride], stride, &q[0], dlen, &out[r*rstride], ng, gstride, ostride, rstride)
 	}
@@ -55,6 +62,11 @@ func dots12f(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, ou
 //
 //go:noescape
 func dots4x12fAVX2(v *float32, stride int, q *float32, dlen int, out *float32, groups, gstride, ostride, rstride int)
+
+// dots4x12fAVX512 is implemented in dots_amd64.s.
+//
+//go:noescape
+func dots4x12fAVX512(v *float32, stride int, q *float32, dlen int, out *float32, groups, gstride, ostride, rstride int)
 
 // dots12AVX2 is implemented in dots_amd64.s.
 //

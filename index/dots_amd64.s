@@ -306,3 +306,187 @@ treduce:
 
 	VZEROUPPER
 	RET
+
+// perm512 puts the 12 sums that REDUCE512 leaves at 4*(w%4) + w/4 into
+// query order w = 0..11.
+DATA perm512<>+0(SB)/4, $0
+DATA perm512<>+4(SB)/4, $4
+DATA perm512<>+8(SB)/4, $8
+DATA perm512<>+12(SB)/4, $12
+DATA perm512<>+16(SB)/4, $1
+DATA perm512<>+20(SB)/4, $5
+DATA perm512<>+24(SB)/4, $9
+DATA perm512<>+28(SB)/4, $13
+DATA perm512<>+32(SB)/4, $2
+DATA perm512<>+36(SB)/4, $6
+DATA perm512<>+40(SB)/4, $10
+DATA perm512<>+44(SB)/4, $14
+DATA perm512<>+48(SB)/4, $0
+DATA perm512<>+52(SB)/4, $0
+DATA perm512<>+56(SB)/4, $0
+DATA perm512<>+60(SB)/4, $0
+GLOBL perm512<>(SB), RODATA|NOPTR, $64
+
+// ZERO6Z clears six accumulators.
+#define ZERO6Z(a, b, c, d, e, f) \
+	VPXORD a, a, a \
+	VPXORD b, b, b \
+	VPXORD c, c, c \
+	VPXORD d, d, d \
+	VPXORD e, e, e \
+	VPXORD f, f, f
+
+// ROW512 multiplies the query pair in Z28 (queries 2j and 2j+1, 8
+// elements each) with the four broadcast row chunks in Z24-Z27 and adds
+// them to accumulators a, b, c, d (one per row).
+#define ROW512(a, b, c, d) \
+	VFMADD231PS Z28, Z24, a \
+	VFMADD231PS Z28, Z25, b \
+	VFMADD231PS Z28, Z26, c \
+	VFMADD231PS Z28, Z27, d
+
+// TILE512 adds one chunk of 8 elements of 4 rows (R12: row 0, R13: row 1,
+// R11: the stride) times the 12 queries of a group (at R10) to Z0-Z23:
+// row r's products with queries 2j, 2j+1 go to Z(6r+j), query 2j in the
+// low 8 lanes. Each row chunk is broadcast to both halves of a register,
+// and one 64-byte load brings two queries' chunks, so 10 loads feed 24
+// FMAs of 16 lanes.
+#define TILE512 \
+	VBROADCASTF64X4 (R12), Z24 \
+	VBROADCASTF64X4 (R12)(R11*1), Z25 \
+	VBROADCASTF64X4 (R12)(R11*2), Z26 \
+	VBROADCASTF64X4 (R13)(R11*2), Z27 \
+	VMOVUPS         0(R10), Z28 \
+	ROW512(Z0, Z6, Z12, Z18) \
+	VMOVUPS         64(R10), Z28 \
+	ROW512(Z1, Z7, Z13, Z19) \
+	VMOVUPS         128(R10), Z28 \
+	ROW512(Z2, Z8, Z14, Z20) \
+	VMOVUPS         192(R10), Z28 \
+	ROW512(Z3, Z9, Z15, Z21) \
+	VMOVUPS         256(R10), Z28 \
+	ROW512(Z4, Z10, Z16, Z22) \
+	VMOVUPS         320(R10), Z28 \
+	ROW512(Z5, Z11, Z17, Z23) \
+	ADDQ            $32, R12 \
+	ADDQ            $32, R13 \
+	ADDQ            $384, R10
+
+// REDUCE512 sums the 8 lanes of each query in one row's accumulators
+// a..f (laid out as TILE512 leaves them) and adds the 12 sums to the 12
+// float32 at (r), with Z24-Z30 as scratch, the permutation perm512 in Z31
+// and the mask of 12 lanes in K1.
+//   - Z24..Z26: 128-bit lane l of S_i holds 4 partial sums of query 4i+l
+//     (the two 128-bit halves of each query's 8 lanes added).
+//   - the 4x4 transposes within 128-bit lanes then leave, in lane l of
+//     Z29, the sums of queries l, 4+l and 8+l in its first three floats.
+#define REDUCE512(a, b, c, d, e, f, r) \
+	VSHUFF32X4 $0x88, b, a, Z24 \
+	VSHUFF32X4 $0xDD, b, a, Z27 \
+	VADDPS     Z27, Z24, Z24 \
+	VSHUFF32X4 $0x88, d, c, Z25 \
+	VSHUFF32X4 $0xDD, d, c, Z27 \
+	VADDPS     Z27, Z25, Z25 \
+	VSHUFF32X4 $0x88, f, e, Z26 \
+	VSHUFF32X4 $0xDD, f, e, Z27 \
+	VADDPS     Z27, Z26, Z26 \
+	VUNPCKLPS  Z25, Z24, Z27 \
+	VUNPCKHPS  Z25, Z24, Z28 \
+	VADDPS     Z28, Z27, Z27 \
+	VUNPCKLPS  Z26, Z26, Z28 \
+	VUNPCKHPS  Z26, Z26, Z29 \
+	VADDPS     Z29, Z28, Z28 \
+	VUNPCKLPD  Z28, Z27, Z29 \
+	VUNPCKHPD  Z28, Z27, Z30 \
+	VADDPS     Z30, Z29, Z29 \
+	VPERMPS    Z29, Z31, Z29 \
+	VMOVUPS.Z  (r), K1, Z30 \
+	VADDPS     Z30, Z29, Z29 \
+	VMOVUPS    Z29, K1, (r)
+
+// func dots4x12fAVX512(v *float32, stride int, q *float32, dlen int, out *float32, groups, gstride, ostride, rstride int)
+//
+// dots4x12fAVX2 with AVX-512: the same arguments, query packing and
+// result, with all 12 queries of a group in 24 accumulators at once
+// (TILE512). The rows are walked in spans of TILESPAN elements, read from
+// memory once and from the L1 cache by every other group; while the
+// first group runs, the 4 rows that follow are fetched ahead, 128 bytes
+// for every chunk (dots4x12fAVX2 fetches 32 in each of its 4 passes).
+TEXT ·dots4x12fAVX512(SB), NOSPLIT, $0-72
+	MOVQ  v+0(FP), R9
+	MOVQ  stride+8(FP), R11
+	SHLQ  $2, R11
+	MOVQ  dlen+24(FP), DX
+	XORQ  SI, SI
+	LEAQ  (R9)(R11*4), R14
+	MOVQ  $0x0fff, AX
+	KMOVW AX, K1
+
+zspan:
+	MOVQ DX, BX
+	SUBQ SI, BX
+	CMPQ BX, $TILESPAN
+	JLE  zspanok
+	MOVQ $TILESPAN, BX
+
+zspanok:
+	MOVQ q+16(FP), DI
+	MOVQ groups+40(FP), R8
+
+zgroup:
+	ZERO6Z(Z0, Z1, Z2, Z3, Z4, Z5)
+	ZERO6Z(Z6, Z7, Z8, Z9, Z10, Z11)
+	ZERO6Z(Z12, Z13, Z14, Z15, Z16, Z17)
+	ZERO6Z(Z18, Z19, Z20, Z21, Z22, Z23)
+	LEAQ (SI)(SI*2), R10
+	SHLQ $4, R10
+	ADDQ DI, R10
+	LEAQ (R9)(SI*4), R12
+	LEAQ (R12)(R11*1), R13
+	MOVQ BX, CX
+	CMPQ R8, groups+40(FP)
+	JNE  zchunk
+
+zchunkpf:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ       $128, R14
+	TILE512
+	SUBQ       $8, CX
+	JNZ        zchunkpf
+	JMP        zreduce
+
+zchunk:
+	TILE512
+	SUBQ $8, CX
+	JNZ  zchunk
+
+zreduce:
+	MOVQ    groups+40(FP), R10
+	SUBQ    R8, R10
+	IMULQ   ostride+56(FP), R10
+	SHLQ    $2, R10
+	ADDQ    out+32(FP), R10
+	MOVQ    rstride+64(FP), CX
+	SHLQ    $2, CX
+	VMOVUPS perm512<>(SB), Z31
+	REDUCE512(Z0, Z1, Z2, Z3, Z4, Z5, R10)
+	ADDQ    CX, R10
+	REDUCE512(Z6, Z7, Z8, Z9, Z10, Z11, R10)
+	ADDQ    CX, R10
+	REDUCE512(Z12, Z13, Z14, Z15, Z16, Z17, R10)
+	ADDQ    CX, R10
+	REDUCE512(Z18, Z19, Z20, Z21, Z22, Z23, R10)
+
+	MOVQ gstride+48(FP), CX
+	SHLQ $2, CX
+	ADDQ CX, DI
+	DECQ R8
+	JNZ  zgroup
+
+	ADDQ BX, SI
+	CMPQ SI, DX
+	JNE  zspan
+
+	VZEROUPPER
+	RET

@@ -33,15 +33,23 @@ import (
 // items by that rating are scored on all their codes.
 
 // ivfView is a segment's inverted file: the cells' centroids (unit
-// length; id is their CRC-32C) and, for each cell c, the numbers of its
-// vectors vecs[off[c]:off[c+1]] (ascending) and their items.
+// length; id names them) and, for each cell c, the numbers of its vectors
+// vecs[off[c]:off[c+1]] (ascending) and their items.
 type ivfView struct {
 	cells     int
-	id        uint32
+	id        quantizerID
 	centroids []float32 // cells x dim
 	off       []int64   // cells + 1
 	vecs      []int32   // every vector once, cell by cell
 	items     []int32   // the item of each entry of vecs
+}
+
+// quantizerID names the centroids of an inverted file, which the segments
+// of one index share: their count and their section's CRC-32C. A query
+// probes each quantizer's cells once.
+type quantizerID struct {
+	crc   uint32
+	cells int
 }
 
 // check reports lists that are out of order or name vectors or items
@@ -365,7 +373,7 @@ const AutoProbes = 1
 func ivfCandidates(ctx context.Context, segs []*segment, q []float32, pq *packedQuery, d, n, probes int, s model.Scoring, queryIsText bool) ([]candidate, error) {
 	nq := len(q) / d
 	pf := packFloats(q, d)
-	probed := map[uint32][]int{} // the probed cells of each quantizer, ascending
+	probed := map[quantizerID][]int{} // the probed cells of each quantizer, ascending
 	for _, seg := range segs {
 		v := seg.ivf
 		if _, ok := probed[v.id]; ok {

@@ -337,7 +337,7 @@ func (s *segment) parse(skipCRC bool) error {
 	if h.Cells > 0 {
 		v := &ivfView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
 			off: sliceOf[int64](raw[secIVFOffsets]), vecs: sliceOf[int32](raw[secIVFVectors]),
-			items: sliceOf[int32](raw[secIVFItems]), id: h.Sections[secIVFCentroids].CRC32C}
+			items: sliceOf[int32](raw[secIVFItems]), id: quantizerID{h.Sections[secIVFCentroids].CRC32C, h.Cells}}
 		if err := v.check(e.Offsets); err != nil {
 			return err
 		}
