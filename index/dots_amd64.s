@@ -2,6 +2,42 @@
 
 #include "textflag.h"
 
+// TILEARGS loads the arguments that dots4x12fAVX2 and dots4x12fAVX512
+// share: R9 the rows, R11 their stride in bytes, DX dlen, SI = 0 the
+// span's first element, R14 the rows after these 4 (to fetch ahead).
+#define TILEARGS \
+	MOVQ v+0(FP), R9 \
+	MOVQ stride+8(FP), R11 \
+	SHLQ $2, R11 \
+	MOVQ dlen+24(FP), DX \
+	XORQ SI, SI \
+	LEAQ (R9)(R11*4), R14
+
+// SPANSTART sets BX to the length of the span that starts at element SI
+// (TILESPAN, or what is left of dlen), DI to the first group of queries
+// and R8 to the number of groups.
+#define SPANSTART \
+	MOVQ DX, BX \
+	SUBQ SI, BX \
+	CMPQ BX, $TILESPAN \
+	JLE  2(PC) \
+	MOVQ $TILESPAN, BX \
+	MOVQ q+16(FP), DI \
+	MOVQ groups+40(FP), R8
+
+// NEXTGROUP moves DI on to the next group of queries and jumps to group
+// while groups are left; then moves SI on to the next span and jumps to
+// span while elements are left.
+#define NEXTGROUP(group, span) \
+	MOVQ gstride+48(FP), CX \
+	SHLQ $2, CX \
+	ADDQ CX, DI \
+	DECQ R8 \
+	JNZ  group \
+	ADDQ BX, SI \
+	CMPQ SI, DX \
+	JNE  span
+
 // MADD multiplies the 16 int16 of Y0 with the 16 int16 at off(R10) and
 // adds the 8 pairwise int32 sums to accumulator acc.
 #define MADD(off, acc) \
@@ -224,23 +260,10 @@ fdone:
 // fetched ahead, 32 bytes further for every chunk. dlen is a positive
 // multiple of 8, groups positive.
 TEXT ·dots4x12fAVX2(SB), NOSPLIT, $0-72
-	MOVQ v+0(FP), R9
-	MOVQ stride+8(FP), R11
-	SHLQ $2, R11
-	MOVQ dlen+24(FP), DX
-	XORQ SI, SI
-	LEAQ (R9)(R11*4), R14
+	TILEARGS
 
 tspan:
-	MOVQ DX, BX
-	SUBQ SI, BX
-	CMPQ BX, $TILESPAN
-	JLE  tspanok
-	MOVQ $TILESPAN, BX
-
-tspanok:
-	MOVQ q+16(FP), DI
-	MOVQ groups+40(FP), R8
+	SPANSTART
 
 tgroup:
 	XORQ AX, AX
@@ -294,15 +317,7 @@ treduce:
 	CMPQ AX, $384
 	JNE  ttriple
 
-	MOVQ gstride+48(FP), CX
-	SHLQ $2, CX
-	ADDQ CX, DI
-	DECQ R8
-	JNZ  tgroup
-
-	ADDQ BX, SI
-	CMPQ SI, DX
-	JNE  tspan
+	NEXTGROUP(tgroup, tspan)
 
 	VZEROUPPER
 	RET
@@ -413,25 +428,12 @@ GLOBL perm512<>(SB), RODATA|NOPTR, $64
 // first group runs, the 4 rows that follow are fetched ahead, 128 bytes
 // for every chunk (dots4x12fAVX2 fetches 32 in each of its 4 passes).
 TEXT ·dots4x12fAVX512(SB), NOSPLIT, $0-72
-	MOVQ  v+0(FP), R9
-	MOVQ  stride+8(FP), R11
-	SHLQ  $2, R11
-	MOVQ  dlen+24(FP), DX
-	XORQ  SI, SI
-	LEAQ  (R9)(R11*4), R14
+	TILEARGS
 	MOVQ  $0x0fff, AX
 	KMOVW AX, K1
 
 zspan:
-	MOVQ DX, BX
-	SUBQ SI, BX
-	CMPQ BX, $TILESPAN
-	JLE  zspanok
-	MOVQ $TILESPAN, BX
-
-zspanok:
-	MOVQ q+16(FP), DI
-	MOVQ groups+40(FP), R8
+	SPANSTART
 
 zgroup:
 	ZERO6Z(Z0, Z1, Z2, Z3, Z4, Z5)
@@ -478,15 +480,7 @@ zreduce:
 	ADDQ    CX, R10
 	REDUCE512(Z18, Z19, Z20, Z21, Z22, Z23, R10)
 
-	MOVQ gstride+48(FP), CX
-	SHLQ $2, CX
-	ADDQ CX, DI
-	DECQ R8
-	JNZ  zgroup
-
-	ADDQ BX, SI
-	CMPQ SI, DX
-	JNE  zspan
+	NEXTGROUP(zgroup, zspan)
 
 	VZEROUPPER
 	RET
