@@ -12,6 +12,19 @@ var (
 	hasAVX512Asm = hasFMAAsm && cpu.X86.HasAVX512F
 )
 
+// FloatKernel names the kernel that scores float32 vectors on this
+// machine: "avx512", "avx2" or "go" (the portable loops). GODEBUG's
+// cpu.avx512f=off or cpu.avx2=off chooses a narrower one, to compare them.
+func FloatKernel() string {
+	switch {
+	case hasAVX512Asm:
+		return "avx512"
+	case hasFMAAsm:
+		return "avx2"
+	}
+	return "go"
+}
+
 // dots12fAVX2 is implemented in dots_amd64.s.
 //
 //go:noescape

@@ -352,6 +352,9 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 			return err
 		}
 		r := bench.Result{Name: c.name, Metric: "latency", Value: ms, Unit: "ms/query", Note: c.shape + ", top 10, median of " + fmt.Sprint(p.reps)}
+		if c.o.Exact {
+			r.Note += ", " + index.FloatKernel() + " kernel"
+		}
 		if peer != nil {
 			r = r.WithPeer("pytorch-"+peer.Version+" float32", c.peerMS(peer), false)
 		} else {
