@@ -47,14 +47,13 @@ func dots12f(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, ou
 	_ = v[(nv-1)*stride+dlen-1]
 	_ = q[(ng-1)*gstride+12*dlen-1]
 	_ = out[(ng-1)*ostride+(nv-1)*rstride+11]
-	r := 0
+	tile := dots4x12fAVX2
 	if hasAVX512Asm {
-		for ; r+4 <= nv; r += 4 {
-			dots4x12fAVX512(&v[r*stride], stride, &q[0], dlen, &out[r*rstride], ng, gstride, ostride, rstride)
-		}
+		tile = dots4x12fAVX512
 	}
+	r := 0
 	for ; r+4 <= nv; r += 4 {
-		dots4x12fAVX2(&v[r*stride], stride, &q[0], dlen, &out[r*rstride], ng, gstride, ostride, rstride)
+		tile(&v[r*stride], stride, &q[0], dlen, &out[r*rstride], ng, gstride, ostride, rstride)
 	}
 	if r == nv {
 		return

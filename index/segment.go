@@ -2,7 +2,6 @@ package index
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -373,16 +372,14 @@ func (s *segment) preload() {
 		}
 	}
 	var sink atomic.Uint64 // so that the reads are not optimised away
-	forRanges(context.Background(), len(parts), 1, func() func(lo, hi int) {
-		return func(lo, _ int) {
-			b := parts[lo]
-			mmap.WillNeed(b)
-			var sum uint64
-			for i := 0; i < len(b); i += 4096 {
-				sum += uint64(b[i])
-			}
-			sink.Add(sum)
+	parallel(len(parts), func(i int) {
+		b := parts[i]
+		mmap.WillNeed(b)
+		var sum uint64
+		for k := 0; k < len(b); k += 4096 {
+			sum += uint64(b[k])
 		}
+		sink.Add(sum)
 	})
 }
 

@@ -996,9 +996,9 @@ func (u *unpickler) quoted(s string) (string, error) {
 }
 
 // rawUnicode decodes protocol 0's UNICODE argument in Python's
-// raw-unicode-escape: \uXXXX and \UXXXXXXXX are the only escapes, and
-// only after an odd number of backslashes (in a run of backslashes, all
-// but an odd run's last are literal).
+// raw-unicode-escape: \u with 4 hex digits and \U with 8 are the only
+// escapes, and only after an odd number of backslashes (in a run of
+// backslashes, all but an odd run's last are literal).
 func (u *unpickler) rawUnicode(s string) (string, error) {
 	var out []rune
 	run := 0 // backslashes just before s[i]

@@ -223,5 +223,3 @@ func (m *memPeak) sample() {
 }
 
 func msSince(t0 time.Time) float64 { return float64(time.Since(t0).Nanoseconds()) / 1e6 }
-
-// median returns the median of xs (0 if empty).
