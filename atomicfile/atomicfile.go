@@ -106,9 +106,22 @@ func (f *File) Commit() error {
 	if err := os.Rename(f.tmp.Name(), f.path); err != nil {
 		return fmt.Errorf("rename into %s: %w", f.path, err)
 	}
-	if d, err := os.Open(filepath.Dir(f.path)); err == nil {
-		d.Sync()
-		d.Close()
+	if err := SyncDir(filepath.Dir(f.path)); err != nil {
+		return fmt.Errorf("%s is in place, but: %w", f.path, err)
+	}
+	return nil
+}
+
+// SyncDir makes the entries of directory dir durable (a rename into it,
+// a removal), as fsync(2) of the directory does.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
 }

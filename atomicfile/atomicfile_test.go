@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -76,5 +77,18 @@ func TestFile(t *testing.T) {
 	fa.Abort() // after Commit: harmless
 	if _, err := os.Stat(a); err != nil {
 		t.Fatalf("Abort after Commit removed the file: %v", err)
+	}
+}
+
+// TestSyncDir syncs a directory and names the one it cannot open.
+func TestSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := SyncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "gone")
+	err := SyncDir(missing)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("SyncDir(%s) = %v, want an error naming it", missing, err)
 	}
 }

@@ -35,7 +35,7 @@ func sample() []Entry {
 func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "best.safetensors")
 	cfg := `{"model": "teran", "embed": 1024}`
-	if err := Save(path, sample(), map[string]string{MetaConfig: cfg, "epoch": "3"}); err != nil {
+	if err := Save(path, sample(), map[string]string{metaTestConfig: cfg, "epoch": "3"}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := Open(path)
@@ -46,7 +46,7 @@ func TestRoundTrip(t *testing.T) {
 	if got, want := f.Names(), []string{"empty", "img_enc.fc.bias", "scale", "txt_enc.fc.weight"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
-	if got := f.Metadata(); got[MetaConfig] != cfg || got["epoch"] != "3" || got[MetaChecksums] == "" || len(got) != 3 {
+	if got := f.Metadata(); got[metaTestConfig] != cfg || got["epoch"] != "3" || got[MetaChecksums] == "" || len(got) != 3 {
 		t.Fatalf("Metadata() = %v", got)
 	}
 	if !f.HasChecksums() || f.Verify() != nil {
@@ -86,7 +86,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// Load is Open + LoadInto + Metadata.
 	meta, err := Load(path, want[:1], LoadOptions{AllowUnexpected: true})
-	if err != nil || meta[MetaConfig] != cfg {
+	if err != nil || meta[metaTestConfig] != cfg {
 		t.Fatalf("Load: %v, %v", meta, err)
 	}
 	if err := f.Close(); err != nil {
@@ -245,7 +245,7 @@ func TestPythonSafetensors(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ours := filepath.Join(dir, "ours.safetensors")
-	if err := Save(ours, sample(), map[string]string{MetaConfig: "c"}); err != nil {
+	if err := Save(ours, sample(), map[string]string{metaTestConfig: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	theirs := filepath.Join(dir, "theirs.safetensors")
@@ -298,7 +298,7 @@ func TestNumpySafetensorsSpec(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ours := filepath.Join(dir, "ours.safetensors")
-	if err := Save(ours, sample(), map[string]string{MetaConfig: "c"}); err != nil {
+	if err := Save(ours, sample(), map[string]string{metaTestConfig: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	theirs := filepath.Join(dir, "theirs.safetensors")
@@ -638,7 +638,7 @@ func Example() {
 	path := filepath.Join(dir, "best.safetensors")
 
 	w := []float32{1, 2, 3, 4, 5, 6}
-	err := Save(path, []Entry{{Name: "fc.weight", Shape: []int{2, 3}, Data: w}}, map[string]string{MetaConfig: `{"embed": 2}`})
+	err := Save(path, []Entry{{Name: "fc.weight", Shape: []int{2, 3}, Data: w}}, map[string]string{metaTestConfig: `{"embed": 2}`})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -646,7 +646,7 @@ func Example() {
 
 	into := make([]float32, 6)
 	meta, err := Load(path, []Entry{{Name: "fc.weight", Shape: []int{2, 3}, Data: into}}, LoadOptions{})
-	fmt.Println(into, meta[MetaConfig], err)
+	fmt.Println(into, meta[metaTestConfig], err)
 
 	err = func() error {
 		_, err := Load(path, []Entry{{Name: "fc.weight", Shape: []int{3, 2}, Data: into}}, LoadOptions{})
@@ -657,3 +657,6 @@ func Example() {
 	// [1 2 3 4 5 6] {"embed": 2} <nil>
 	// checkpoint run/best.safetensors: tensor "fc.weight": shape [2 3] in file, model expects [3 2]
 }
+
+// metaTestConfig is a metadata key the tests store a configuration under.
+const metaTestConfig = "config"

@@ -11,8 +11,9 @@
 // padded with spaces to a multiple of 8, then the tensors' raw little-endian
 // data, back to back, offsets counting from the end of the header. Save
 // writes F32 tensors sorted by name; Open reads F32, F16, BF16 and F64,
-// converting to float32, and validates the whole header first. A model's
-// configuration travels in the metadata (MetaConfig), so that a checkpoint
+// converting to float32, and validates the whole header first. String
+// metadata travels in the header too: package model stores a model's
+// configuration, tokenizer and vocabulary there, so that a checkpoint
 // alone rebuilds its model.
 package checkpoint
 
@@ -27,10 +28,6 @@ import (
 	"sort"
 	"unicode/utf8"
 )
-
-// MetaConfig is the metadata key under which xmr stores a model's
-// configuration (JSON or YAML text).
-const MetaConfig = "config"
 
 // maxHeader bounds the JSON header, as the reference implementation does
 // (100 MB), so that a corrupt length cannot make us allocate gigabytes.

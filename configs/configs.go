@@ -2,8 +2,9 @@
 // of the TERAN, TERN and SEAM papers' tables, and MEMBER's published
 // setting (member.yaml; its ablations are keys of model), at paper size (e.g.
 // teran-mrsw.yaml, seam-c.yaml) and at a small size for the synthetic
-// world, tests and the demo (teran-mrsw-small.yaml). It also holds the
-// strict YAML decoding that every config type uses.
+// world, tests and the demo (teran-mrsw-small.yaml), and the VSE++
+// baseline (vsepp.yaml, vsepp-small.yaml). It also holds the strict YAML
+// decoding that every config type uses.
 package configs
 
 import (

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,7 +21,7 @@ func BenchmarkLoadPrecomp(b *testing.B) {
 		s.Images.Feat[i] = float32(i%977) / 977
 	}
 	s.Captions = repeat("a man riding a wave on top of a surfboard", 5*n)
-	if err := WritePrecomp(dir, s); err != nil {
+	if err := WritePrecomp(context.Background(), dir, s); err != nil {
 		b.Fatal(err)
 	}
 	s = nil
@@ -39,7 +40,7 @@ func BenchmarkLoadPrecomp(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(st.Size())
 			for b.Loop() {
-				s, err := LoadPrecomp(dir, "test", &bc.opt)
+				s, err := LoadPrecomp(context.Background(), dir, "test", &bc.opt)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -57,8 +58,8 @@ func BenchmarkFiniteCheck(b *testing.B) {
 	v := make([]float32, 16<<20)
 	b.SetBytes(int64(4 * len(v)))
 	for b.Loop() {
-		if parallelFirstNonFinite(v) >= 0 {
-			b.Fatal("found")
+		if j, err := parallelFirstNonFinite(context.Background(), v); j >= 0 || err != nil {
+			b.Fatal("found", j, err)
 		}
 	}
 }

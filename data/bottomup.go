@@ -2,6 +2,7 @@ package data
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -147,7 +148,13 @@ func readFeatEntry(z *npz.Reader, path string, withData bool) (npy.Header, []flo
 // opt.COCOAnnotations, which are required when the bu_box folder exists.
 // Images may have different region counts: R is the largest, shorter
 // images are zero-padded and Count says how many regions are valid.
-func LoadBottomUp(dir, karpathyJSON, split string, opt *BottomUpOptions) (*Split, error) {
+//
+// LoadBottomUp checks ctx before each image file it reads; once ctx is
+// cancelled it returns an error wrapping ctx's error.
+func LoadBottomUp(ctx context.Context, dir, karpathyJSON, split string, opt *BottomUpOptions) (*Split, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load bottom-up %s: %w", split, err)
+	}
 	var o BottomUpOptions
 	if opt != nil {
 		o = *opt
@@ -192,7 +199,7 @@ func LoadBottomUp(dir, karpathyJSON, split string, opt *BottomUpOptions) (*Split
 	rows := make([]int, n)
 	dims := make([]int, n)
 	bar := newBar("bottom-up "+split+" (shapes)", n)
-	err = parallelFor(n, workers, func(i int) error {
+	err = parallelFor(ctx, n, workers, func(i int) error {
 		h, _, err := readNPZFeat(filepath.Join(dir, buAttDir, ids[i]+".npz"), false)
 		if err != nil {
 			return missing(ids[i], err)
@@ -203,7 +210,7 @@ func LoadBottomUp(dir, karpathyJSON, split string, opt *BottomUpOptions) (*Split
 	})
 	bar.Finish()
 	if err != nil {
-		return nil, err
+		return nil, stopped(ctx, "load bottom-up "+split+" (shapes)", err)
 	}
 	R, D := 0, dims[0]
 	for i := range n {
@@ -220,7 +227,7 @@ func LoadBottomUp(dir, karpathyJSON, split string, opt *BottomUpOptions) (*Split
 		g.Boxes = make([]float32, n*R*4)
 	}
 	bar = newBar("bottom-up "+split, n)
-	err = parallelFor(n, workers, func(i int) error {
+	err = parallelFor(ctx, n, workers, func(i int) error {
 		im, err := ReadBottomUpImage(dir, ids[i])
 		if err != nil {
 			return missing(ids[i], err)
@@ -256,9 +263,18 @@ func LoadBottomUp(dir, karpathyJSON, split string, opt *BottomUpOptions) (*Split
 	})
 	bar.Finish()
 	if err != nil {
-		return nil, err
+		return nil, stopped(ctx, "load bottom-up "+split, err)
 	}
 	return &Split{Name: split, Images: g, Captions: caps, CapsPerImage: per, ImageIDs: ids, Sizes: sizes}, nil
+}
+
+// stopped prefixes what to an error that ctx's cancellation caused, and
+// returns other errors, which name their file, as they are.
+func stopped(ctx context.Context, what string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return err
 }
 
 // newBar returns a progress bar for loads of many images, nil (which
@@ -314,9 +330,11 @@ func lookupSizes(ids []string, sizesFile string, cocoAnns []string, boxDir strin
 
 // parallelFor calls fn(i) for i in [0, n) on up to workers goroutines. It
 // stops early on an error and returns the error of the lowest index seen.
-func parallelFor(n, workers int, fn func(i int) error) error {
+// It checks ctx before each call and, once ctx is cancelled, stops and
+// returns an error wrapping ctx's error.
+func parallelFor(ctx context.Context, n, workers int, fn func(i int) error) error {
 	workers = max(1, min(workers, n))
-	var next atomic.Int64
+	var next, done atomic.Int64
 	var failed atomic.Bool
 	errs := make([]error, workers)
 	errAt := make([]int, workers)
@@ -331,7 +349,13 @@ func parallelFor(n, workers int, fn func(i int) error) error {
 				if i >= n {
 					return
 				}
-				if err := fn(i); err != nil {
+				err := ctx.Err()
+				if err != nil {
+					err = fmt.Errorf("stopped with %d of %d done: %w", done.Load(), n, err)
+				} else if err = fn(i); err == nil {
+					done.Add(1)
+				}
+				if err != nil {
 					errs[w], errAt[w] = err, i
 					failed.Store(true)
 					return

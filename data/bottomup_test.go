@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -47,7 +48,7 @@ func TestLoadBottomUpCOCO(t *testing.T) {
 		writeFile(t, filepath.Join(dir, fmt.Sprintf("captions%d.json", i)), b)
 	}
 	opt := &BottomUpOptions{COCOAnnotations: []string{filepath.Join(dir, "captions0.json"), filepath.Join(dir, "captions1.json")}, Workers: 2}
-	s, err := LoadBottomUp(dir, kpath, "test", opt)
+	s, err := LoadBottomUp(context.Background(), dir, kpath, "test", opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +76,10 @@ func TestLoadBottomUpCOCO(t *testing.T) {
 
 	// The same through a precomp round trip.
 	out := t.TempDir()
-	if err := WritePrecomp(out, s); err != nil {
+	if err := WritePrecomp(context.Background(), out, s); err != nil {
 		t.Fatal(err)
 	}
-	p, err := LoadPrecomp(out, "test", nil)
+	p, err := LoadPrecomp(context.Background(), out, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestLoadBottomUpFlickrSizesFile(t *testing.T) {
 	if err := WriteSizesFile(sizes, []string{"0", "2", "1"}, [][2]float32{{200, 100}, {200, 100}, {5, 5}}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := LoadBottomUp(dir, "", "test", &BottomUpOptions{Karpathy: k, SizesFile: sizes})
+	s, err := LoadBottomUp(context.Background(), dir, "", "test", &BottomUpOptions{Karpathy: k, SizesFile: sizes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestLoadBottomUpFlickrSizesFile(t *testing.T) {
 	if err := WriteSizesFile(sizes, []string{"5000", "5002"}, [][2]float32{{200, 100}, {200, 100}}); err != nil {
 		t.Fatal(err)
 	}
-	s, err = LoadBottomUp(dir, "", "test", &BottomUpOptions{Karpathy: k, SizesFile: sizes, IDs: IDFilename})
+	s, err = LoadBottomUp(context.Background(), dir, "", "test", &BottomUpOptions{Karpathy: k, SizesFile: sizes, IDs: IDFilename})
 	if err != nil || s.ID(0) != "5000" {
 		t.Fatalf("by filename: %v", err)
 	}
@@ -196,7 +197,7 @@ func TestLoadBottomUpErrors(t *testing.T) {
 			if opt.Karpathy == nil {
 				opt.Karpathy = k
 			}
-			_, err := LoadBottomUp(dir, "dataset_coco.json", "test", opt)
+			_, err := LoadBottomUp(context.Background(), dir, "dataset_coco.json", "test", opt)
 			wantErr(t, err, tt.frags...)
 		})
 	}

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/npy"
 )
 
 // firstNonFinite returns the index of the first NaN or Inf in f, or -1.
@@ -52,14 +54,25 @@ func firstNonFinite(f []float32) int {
 	return -1
 }
 
+// finiteChunk is the number of values a goroutine of parallelFirstNonFinite
+// scans between two checks of its context (16 MiB).
+const finiteChunk = 4 << 20
+
 // parallelFirstNonFinite is firstNonFinite spread over the available cores.
-func parallelFirstNonFinite(f []float32) int {
+// Each goroutine checks ctx between chunks of finiteChunk values, so that
+// the scan of a large feature file stops soon after ctx is cancelled; it
+// then returns ctx's error.
+func parallelFirstNonFinite(ctx context.Context, f []float32) (int, error) {
 	workers := min(runtime.GOMAXPROCS(0), 8)
-	if workers <= 1 || len(f) < 1<<20 {
-		return firstNonFinite(f)
+	if len(f) < 1<<20 {
+		workers = 1
 	}
+	// Ranges of a multiple of 16 values keep each one's start as aligned
+	// as f's, for firstNonFinite's fast path.
 	per := (len(f) + workers - 1) / workers
+	per = (per + 15) &^ 15
 	found := make([]int, workers)
+	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		lo := min(w*per, len(f))
@@ -68,24 +81,40 @@ func parallelFirstNonFinite(f []float32) int {
 		go func() {
 			defer wg.Done()
 			found[w] = -1
-			if j := firstNonFinite(f[lo:hi]); j >= 0 {
-				found[w] = lo + j
+			for c := lo; c < hi; c += finiteChunk {
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
+					return
+				}
+				if j := firstNonFinite(f[c:min(c+finiteChunk, hi)]); j >= 0 {
+					found[w] = c + j
+					return
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	for _, j := range found {
-		if j >= 0 {
-			return j
+	for _, err := range errs {
+		if err != nil {
+			return -1, err
 		}
 	}
-	return -1
+	for _, j := range found {
+		if j >= 0 {
+			return j, nil
+		}
+	}
+	return -1, nil
 }
 
 // checkFinite returns an error naming the first NaN or Inf feature of g,
-// e.g. "image 17 region 3 feature 100 is NaN".
-func checkFinite(g *Regions, global bool) error {
-	j := parallelFirstNonFinite(g.Feat)
+// e.g. "image 17 region 3 feature 100 is NaN", or, when ctx is cancelled
+// during the scan, an error wrapping ctx's error.
+func checkFinite(ctx context.Context, g *Regions, global bool) error {
+	j, err := parallelFirstNonFinite(ctx, g.Feat)
+	if err != nil {
+		return fmt.Errorf("check for NaN and Inf: %w", err)
+	}
 	if j < 0 {
 		return nil
 	}
@@ -109,4 +138,38 @@ func isFinite32(v float32) bool {
 // writeAtomic writes path through atomicfile.
 func writeAtomic(path string, fn func(w io.Writer) error) error {
 	return atomicfile.Write(path, fn)
+}
+
+// npyTo returns a function that writes data to a writer as npy.Write
+// does, checking ctx before each piece of ctxChunk bytes.
+func npyTo[T npy.Element](ctx context.Context, shape []int, data []T) func(w io.Writer) error {
+	return func(w io.Writer) error {
+		return npy.Write(&ctxWriter{ctx: ctx, w: w}, shape, data)
+	}
+}
+
+// ctxChunk is the most a ctxWriter writes between two checks of its
+// context.
+const ctxChunk = 64 << 20
+
+// ctxWriter passes writes on to w in pieces of at most ctxChunk bytes and
+// fails with ctx's error once ctx is cancelled.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c *ctxWriter) Write(p []byte) (n int, err error) {
+	for len(p) > 0 {
+		if err := c.ctx.Err(); err != nil {
+			return n, err
+		}
+		k, err := c.w.Write(p[:min(len(p), ctxChunk)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }

@@ -1,6 +1,7 @@
 package data_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -30,11 +31,11 @@ func ExampleLoadPrecomp() {
 		ImageIDs:     []string{"391895"},
 		Sizes:        [][2]float32{{640, 480}},
 	}
-	if err := data.WritePrecomp(dir, s); err != nil {
+	if err := data.WritePrecomp(context.Background(), dir, s); err != nil {
 		log.Fatal(err)
 	}
 
-	t, err := data.LoadPrecomp(dir, "test", nil)
+	t, err := data.LoadPrecomp(context.Background(), dir, "test", nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,9 +3,11 @@ package data
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -172,4 +174,10 @@ func wantErr(t *testing.T, err error, frags ...string) {
 			t.Fatalf("error %q does not contain %q", err, f)
 		}
 	}
+}
+
+// writeLines writes lines to path, each ended by "\n", as WritePrecomp
+// writes its text files.
+func writeLines(path string, lines []string) error {
+	return writeAtomic(path, func(w io.Writer) error { return writeLinesTo(context.Background(), w, lines) })
 }

@@ -2,6 +2,7 @@ package data
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/npy"
 )
 
@@ -49,7 +51,15 @@ const (
 //
 // The features are checked for NaN and Inf unless opt.SkipFiniteCheck.
 // Close the returned split to release the mapping.
-func LoadPrecomp(dir, split string, opt *PrecompOptions) (s *Split, err error) {
+//
+// The load checks ctx between its steps and during the NaN and Inf check;
+// once ctx is cancelled it returns an error wrapping ctx's error (the
+// reading of the features into memory, with opt.NoMmap or SCAN's layout,
+// is not interrupted).
+func LoadPrecomp(ctx context.Context, dir, split string, opt *PrecompOptions) (s *Split, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load precomp %s: %w", split, err)
+	}
 	var o PrecompOptions
 	if opt != nil {
 		o = *opt
@@ -125,6 +135,9 @@ func LoadPrecomp(dir, split string, opt *PrecompOptions) (s *Split, err error) {
 			g.Close()
 		}
 	}()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", imsPath, err)
+	}
 	feat := g.Feat
 	if dup {
 		row := R * D
@@ -163,7 +176,7 @@ func LoadPrecomp(dir, split string, opt *PrecompOptions) (s *Split, err error) {
 		return nil, err
 	}
 	if !o.SkipFiniteCheck {
-		if err := checkFinite(g, global); err != nil {
+		if err := checkFinite(ctx, g, global); err != nil {
 			return nil, fmt.Errorf("read %s: %w", imsPath, err)
 		}
 	}
@@ -409,15 +422,24 @@ func splitLines(b []byte) []string {
 	return lines
 }
 
-// WritePrecomp writes s to dir in the precomp layout LoadPrecomp reads,
-// each file atomically: {name}_ims.npy ((N,R,D) float32, or (N,D) when
-// s.Global), {name}_caps.txt, and when s has them {name}_boxes.npy (pixel
-// boxes when s.Sizes is set, else the normalised ones), {name}_sizes.npy,
+// WritePrecomp writes s to dir in the precomp layout LoadPrecomp reads:
+// {name}_ims.npy ((N,R,D) float32, or (N,D) when s.Global),
+// {name}_caps.txt, and when s has them {name}_boxes.npy (pixel boxes when
+// s.Sizes is set, else the normalised ones), {name}_sizes.npy,
 // {name}_nregions.npy (int32, written when some image has fewer than R
 // valid regions) and {name}_ids.txt. Optional files s lacks are removed,
 // so that stale ones from an earlier write are not read back. Captions and
 // ids must not contain line breaks.
-func WritePrecomp(dir string, s *Split) error {
+//
+// The files are written to temporary files and renamed into place together
+// at the end, after which the stale ones are removed: a failed or
+// cancelled write leaves the split's files as they were. WritePrecomp
+// checks ctx before each file and while writing the features; once ctx is
+// cancelled it returns an error wrapping ctx's error.
+func WritePrecomp(ctx context.Context, dir string, s *Split) (err error) {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write precomp to %s: %w", dir, err)
+	}
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("write precomp to %s: %w", dir, err)
 	}
@@ -432,17 +454,45 @@ func WritePrecomp(dir string, s *Split) error {
 	if err := checkNoBreaks(base+precompIDs, "image id", s.ImageIDs); err != nil {
 		return err
 	}
-	if err := writeLines(base+precompCaps, s.Captions); err != nil {
+
+	// stage writes one file under a temporary name; optional files s
+	// lacks are noted as stale.
+	var staged []*atomicfile.File
+	var stale []string
+	defer func() {
+		if err != nil {
+			for _, f := range staged {
+				f.Abort()
+			}
+		}
+	}()
+	stage := func(path string, write func(w io.Writer) error) error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		f, err := atomicfile.Create(path)
+		if err != nil {
+			return err
+		}
+		staged = append(staged, f)
+		if err := write(f); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return f.Close()
+	}
+	stageLines := func(path string, lines []string) error {
+		return stage(path, func(w io.Writer) error { return writeLinesTo(ctx, w, lines) })
+	}
+
+	if err := stageLines(base+precompCaps, s.Captions); err != nil {
 		return err
 	}
-	var err error
 	if s.ImageIDs != nil {
-		err = writeLines(base+precompIDs, s.ImageIDs)
+		if err := stageLines(base+precompIDs, s.ImageIDs); err != nil {
+			return err
+		}
 	} else {
-		err = removeIfExists(base + precompIDs)
-	}
-	if err != nil {
-		return err
+		stale = append(stale, base+precompIDs)
 	}
 
 	if s.Sizes != nil {
@@ -450,12 +500,11 @@ func WritePrecomp(dir string, s *Split) error {
 		for _, wh := range s.Sizes {
 			v = append(v, wh[0], wh[1])
 		}
-		err = WriteNPY(base+precompSizes, []int{g.N, 2}, v)
+		if err := stage(base+precompSizes, npyTo(ctx, []int{g.N, 2}, v)); err != nil {
+			return err
+		}
 	} else {
-		err = removeIfExists(base + precompSizes)
-	}
-	if err != nil {
-		return err
+		stale = append(stale, base+precompSizes)
 	}
 
 	padded := false
@@ -467,12 +516,11 @@ func WritePrecomp(dir string, s *Split) error {
 		for i, c := range g.Count {
 			v[i] = int32(c)
 		}
-		err = WriteNPYInt32(base+precompNRegions, []int{g.N}, v)
+		if err := stage(base+precompNRegions, npyTo(ctx, []int{g.N}, v)); err != nil {
+			return err
+		}
 	} else {
-		err = removeIfExists(base + precompNRegions)
-	}
-	if err != nil {
-		return err
+		stale = append(stale, base+precompNRegions)
 	}
 
 	if g.Boxes != nil {
@@ -488,19 +536,36 @@ func WritePrecomp(dir string, s *Split) error {
 				}
 			}
 		}
-		err = WriteNPY(base+precompBoxes, []int{g.N, g.R, 4}, v)
+		if err := stage(base+precompBoxes, npyTo(ctx, []int{g.N, g.R, 4}, v)); err != nil {
+			return err
+		}
 	} else {
-		err = removeIfExists(base + precompBoxes)
-	}
-	if err != nil {
-		return err
+		stale = append(stale, base+precompBoxes)
 	}
 
 	shape := []int{g.N, g.R, g.D}
 	if s.Global {
 		shape = []int{g.N, g.D}
 	}
-	return WriteNPY(base+precompIms, shape, g.Feat)
+	if err := stage(base+precompIms, npyTo(ctx, shape, g.Feat)); err != nil {
+		return err
+	}
+
+	// Publish: past this point ctx is not checked.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write precomp to %s: %w", dir, err)
+	}
+	for _, f := range staged {
+		if err := f.Commit(); err != nil {
+			return err
+		}
+	}
+	for _, p := range stale {
+		if err := removeIfExists(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkNoBreaks refuses lines that would split in a line-per-record file.
@@ -513,19 +578,23 @@ func checkNoBreaks(path, what string, lines []string) error {
 	return nil
 }
 
-// writeLines writes lines to path atomically, each ended by "\n".
-func writeLines(path string, lines []string) error {
-	return writeAtomic(path, func(w io.Writer) error {
-		for _, l := range lines {
-			if _, err := io.WriteString(w, l); err != nil {
-				return err
-			}
-			if _, err := io.WriteString(w, "\n"); err != nil {
+// writeLinesTo writes lines to w, each ended by "\n". It checks ctx every
+// 64Ki lines and stops with ctx's error once ctx is cancelled.
+func writeLinesTo(ctx context.Context, w io.Writer, lines []string) error {
+	for i, l := range lines {
+		if i%(64<<10) == 0 {
+			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+		if _, err := io.WriteString(w, l); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, "\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // removeIfExists removes path if it exists.

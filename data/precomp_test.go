@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -67,10 +68,10 @@ func TestPrecompRoundTrip(t *testing.T) {
 			if tt.noExtras {
 				want.ImageIDs, want.Sizes = nil, nil
 			}
-			if err := WritePrecomp(dir, want); err != nil {
+			if err := WritePrecomp(context.Background(), dir, want); err != nil {
 				t.Fatal(err)
 			}
-			got, err := LoadPrecomp(dir, "test", &PrecompOptions{NoMmap: tt.noMmap})
+			got, err := LoadPrecomp(context.Background(), dir, "test", &PrecompOptions{NoMmap: tt.noMmap})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,15 +110,15 @@ var hostLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 func TestPrecompStaleFilesRemoved(t *testing.T) {
 	dir := t.TempDir()
 	s := testSplit("dev", 3, 2, 2, false, true)
-	if err := WritePrecomp(dir, s); err != nil {
+	if err := WritePrecomp(context.Background(), dir, s); err != nil {
 		t.Fatal(err)
 	}
 	bare := testSplit("dev", 3, 1, 2, true, false)
 	bare.ImageIDs = nil
-	if err := WritePrecomp(dir, bare); err != nil {
+	if err := WritePrecomp(context.Background(), dir, bare); err != nil {
 		t.Fatal(err)
 	}
-	got, err := LoadPrecomp(dir, "dev", nil)
+	got, err := LoadPrecomp(context.Background(), dir, "dev", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestPrecompSCANLayout(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(dir, "test_ims.npy"), npyOf([]int{15, 2, 4}, dup))
 	writeLines(filepath.Join(dir, "test_caps.txt"), want.Captions)
-	got, err := LoadPrecomp(dir, "test", nil)
+	got, err := LoadPrecomp(context.Background(), dir, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestPrecompSCANLayout(t *testing.T) {
 	// Rows that are not repeats are refused.
 	dup[len(g.Image(0))] += 1
 	writeFile(t, filepath.Join(dir, "test_ims.npy"), npyOf([]int{15, 2, 4}, dup))
-	_, err = LoadPrecomp(dir, "test", nil)
+	_, err = LoadPrecomp(context.Background(), dir, "test", nil)
 	wantErr(t, err, "rows 0 and 1 differ")
 }
 
@@ -173,7 +174,7 @@ func TestPrecompPixelBoxes(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "val_sizes.npy"), npyOf([]int{2, 2}, []float32{640, 480, 100, 200}))
 	writeFile(t, filepath.Join(dir, "val_nregions.npy"), npyRaw("<i8", false, []int{2}, []byte{2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}))
 	writeLines(filepath.Join(dir, "val_ids.txt"), []string{"391895", "522418"})
-	s, err := LoadPrecomp(dir, "val", nil)
+	s, err := LoadPrecomp(context.Background(), dir, "val", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,13 +211,13 @@ func TestPrecompPixelBoxes(t *testing.T) {
 
 	// Pixel boxes without sizes are refused; normalised ones accepted.
 	os.Remove(filepath.Join(dir, "val_sizes.npy"))
-	_, err = LoadPrecomp(dir, "val", nil)
+	_, err = LoadPrecomp(context.Background(), dir, "val", nil)
 	wantErr(t, err, "val_boxes.npy: image 0 region 0 coordinate 2 is 320", "val_sizes.npy")
 	writeFile(t, filepath.Join(dir, "val_boxes.npy"), npyOf([]int{2, 2, 4}, []float32{
 		0, 0, .5, .5, .25, .25, 1, 1,
 		.1, .1, 1, 1, 7, 7, 7, 7, // padding is ignored
 	}))
-	s2, err := LoadPrecomp(dir, "val", nil)
+	s2, err := LoadPrecomp(context.Background(), dir, "val", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestPrecompErrors(t *testing.T) {
 			for name, b := range tt.files {
 				writeFile(t, filepath.Join(dir, name), b)
 			}
-			s, err := LoadPrecomp(dir, "test", nil)
+			s, err := LoadPrecomp(context.Background(), dir, "test", nil)
 			if err == nil {
 				s.Close()
 			}
@@ -312,7 +313,7 @@ func TestPrecompConversions(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "b_ims.npy"), npyRaw("<f4", true, []int{2, 3}, f32le(1, 4, 2, 5, 3, 6)))
 	writeLines(filepath.Join(dir, "b_caps.txt"), repeat("c", 10))
 	for _, name := range []string{"a", "b"} {
-		s, err := LoadPrecomp(dir, name, nil)
+		s, err := LoadPrecomp(context.Background(), dir, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,11 +323,11 @@ func TestPrecompConversions(t *testing.T) {
 	}
 	// SkipFiniteCheck lets NaN through.
 	writeFile(t, filepath.Join(dir, "a_ims.npy"), npyOf([]int{2, 1}, []float32{float32(math.NaN()), 0}))
-	if _, err := LoadPrecomp(dir, "a", &PrecompOptions{SkipFiniteCheck: true}); err != nil {
+	if _, err := LoadPrecomp(context.Background(), dir, "a", &PrecompOptions{SkipFiniteCheck: true}); err != nil {
 		t.Fatal(err)
 	}
 	// CapsPerImage other than 5.
-	s, err := LoadPrecomp(dir, "a", &PrecompOptions{SkipFiniteCheck: true, CapsPerImage: 10})
+	s, err := LoadPrecomp(context.Background(), dir, "a", &PrecompOptions{SkipFiniteCheck: true, CapsPerImage: 10})
 	if err == nil || s != nil {
 		wantErr(t, err, "2 images need 20 captions")
 	}
@@ -349,7 +350,7 @@ func TestWritePrecompErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := testSplit("x", 2, 2, 2, false, false)
 			tt.edit(s)
-			wantErr(t, WritePrecomp(dir, s), tt.frags...)
+			wantErr(t, WritePrecomp(context.Background(), dir, s), tt.frags...)
 		})
 	}
 }

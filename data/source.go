@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -171,8 +172,13 @@ func (s Source) Resolve() (Source, error) {
 
 // Load loads split ("train", "dev", "test", "testall"; see Source) in the
 // source's format. An error for a split the data lacks lists the splits
-// it has.
-func (s Source) Load(split string) (*Split, error) {
+// it has. The loaders check ctx as they go (see LoadPrecomp, LoadBottomUp
+// and LoadTSV); once ctx is cancelled Load returns an error wrapping ctx's
+// error.
+func (s Source) Load(ctx context.Context, split string) (*Split, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load %s: %w", split, err)
+	}
 	r, err := s.Resolve()
 	if err != nil {
 		return nil, err
@@ -182,13 +188,13 @@ func (s Source) Load(split string) (*Split, error) {
 		if err := r.checkPrecompSplit(split); err != nil {
 			return nil, err
 		}
-		return LoadPrecomp(r.Path, split, nil)
+		return LoadPrecomp(ctx, r.Path, split, nil)
 	case FormatBottomUp:
 		name, err := r.karpathySplit(split)
 		if err != nil {
 			return nil, err
 		}
-		return LoadBottomUp(r.Path, r.KarpathyFile, name, &BottomUpOptions{
+		return LoadBottomUp(ctx, r.Path, r.KarpathyFile, name, &BottomUpOptions{
 			Karpathy:        r.res.karpathy,
 			IDs:             r.IDs,
 			SizesFile:       r.SizesFile,
@@ -199,7 +205,7 @@ func (s Source) Load(split string) (*Split, error) {
 		if err != nil {
 			return nil, err
 		}
-		return LoadTSV(r.res.tsv, r.KarpathyFile, name, &TSVOptions{Karpathy: r.res.karpathy, IDs: r.IDs})
+		return LoadTSV(ctx, r.res.tsv, r.KarpathyFile, name, &TSVOptions{Karpathy: r.res.karpathy, IDs: r.IDs})
 	}
 	return nil, fmt.Errorf("data %s: unknown format %v", r.Path, r.Format)
 }

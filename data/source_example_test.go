@@ -1,6 +1,7 @@
 package data_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -25,7 +26,7 @@ func ExampleSource() {
 		Captions:     []string{"a", "b", "c", "d", "e"},
 		CapsPerImage: 5,
 	}
-	if err := data.WritePrecomp(dir, dev); err != nil {
+	if err := data.WritePrecomp(context.Background(), dir, dev); err != nil {
 		log.Fatal(err)
 	}
 
@@ -34,13 +35,13 @@ func ExampleSource() {
 		log.Fatal(err)
 	}
 	fmt.Println("format:", src.Format)
-	s, err := src.Load("dev")
+	s, err := src.Load(context.Background(), "dev")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer s.Close()
 	fmt.Println(s.Name, s.NumImages(), "image,", s.NumCaptions(), "captions")
-	_, err = src.Load("test")
+	_, err = src.Load(context.Background(), "test")
 	fmt.Println(err != nil)
 	// Output:
 	// format: precomp

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -26,7 +27,7 @@ func sourceFixtures(t *testing.T) (precomp, bottomup, tsv string) {
 		if err := os.MkdirAll(precomp, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := WritePrecomp(precomp, testSplit(name, 2+i, 3, 4, false, true)); err != nil {
+		if err := WritePrecomp(context.Background(), precomp, testSplit(name, 2+i, 3, 4, false, true)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -222,13 +223,13 @@ func TestSourceLoad(t *testing.T) {
 		direct func(split string) (*Split, error)
 	}{
 		{"precomp", Source{Path: precomp}, func(split string) (*Split, error) {
-			return LoadPrecomp(precomp, split, nil)
+			return LoadPrecomp(context.Background(), precomp, split, nil)
 		}},
 		{"bottomup", Source{Path: bottomup, SizesFile: "sizes.txt"}, func(split string) (*Split, error) {
-			return LoadBottomUp(bottomup, kBU, split, &BottomUpOptions{SizesFile: sizes})
+			return LoadBottomUp(context.Background(), bottomup, kBU, split, &BottomUpOptions{SizesFile: sizes})
 		}},
 		{"tsv", Source{Path: tsv}, func(split string) (*Split, error) {
-			return LoadTSV([]string{tsvFile}, kTSV, split, nil)
+			return LoadTSV(context.Background(), []string{tsvFile}, kTSV, split, nil)
 		}},
 		{"tsv by imgid", Source{Format: FormatTSV, Path: tsvFile, IDs: IDImgID}, nil},
 	}
@@ -236,7 +237,7 @@ func TestSourceLoad(t *testing.T) {
 	for _, tc := range tests {
 		for _, split := range []string{"train", "dev", "test"} {
 			t.Run(tc.name+"/"+split, func(t *testing.T) {
-				got, err := tc.src.Load(split)
+				got, err := tc.src.Load(context.Background(), split)
 				if tc.direct == nil {
 					wantErr(t, err, "image ids not found in "+tsvFile)
 					return
@@ -269,7 +270,7 @@ func TestSourceDevIsVal(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, split := range []string{"dev", "val"} {
-			s, err := r.Load(split)
+			s, err := r.Load(context.Background(), split)
 			if err != nil {
 				t.Fatalf("%s %s: %v", r, split, err)
 			}
@@ -304,7 +305,7 @@ func TestSourceSplitErrors(t *testing.T) {
 		{Source{Path: coco}, "train", `split "train" (Karpathy's "train" and "restval") has no images`},
 	}
 	for _, tc := range tests {
-		_, err := tc.src.Load(tc.split)
+		_, err := tc.src.Load(context.Background(), tc.split)
 		wantErr(t, err, tc.err)
 	}
 }

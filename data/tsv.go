@@ -3,6 +3,7 @@ package data
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -249,8 +250,12 @@ func clip(b []byte) string {
 
 // ReadTSV calls fn for every record of the TSV file at path, in order,
 // stopping at the first error fn returns. The record is reused between
-// calls.
-func ReadTSV(path string, fn func(*TSVRecord) error) error {
+// calls. It checks ctx before each record and, once ctx is cancelled,
+// stops with an error wrapping ctx's error.
+func ReadTSV(ctx context.Context, path string, fn func(*TSVRecord) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
@@ -258,6 +263,9 @@ func ReadTSV(path string, fn func(*TSVRecord) error) error {
 	defer f.Close()
 	tr := NewTSVReader(f, path)
 	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("read %s: after line %d: %w", path, tr.line, err)
+		}
 		rec, err := tr.Next()
 		if err == io.EOF {
 			return nil
@@ -303,7 +311,10 @@ type tsvImage struct {
 // normalised by each record's image_w and image_h, which are returned as
 // sizes. Records of other images are skipped, and reading stops once every
 // id is found. Every id must be found.
-func CollectTSV(paths []string, ids []string, opt *TSVOptions) (*Regions, [][2]float32, error) {
+//
+// CollectTSV checks ctx before each record; once ctx is cancelled it
+// returns an error wrapping ctx's error.
+func CollectTSV(ctx context.Context, paths []string, ids []string, opt *TSVOptions) (*Regions, [][2]float32, error) {
 	var o TSVOptions
 	if opt != nil {
 		o = *opt
@@ -325,7 +336,7 @@ func CollectTSV(paths []string, ids []string, opt *TSVOptions) (*Regions, [][2]f
 		if left == 0 {
 			break
 		}
-		err := ReadTSV(p, func(rec *TSVRecord) error {
+		err := ReadTSV(ctx, p, func(rec *TSVRecord) error {
 			i, ok := want[rec.ImageID]
 			if !ok || imgs[i].found {
 				return nil
@@ -402,8 +413,12 @@ func CollectTSV(paths []string, ids []string, opt *TSVOptions) (*Regions, [][2]f
 // LoadTSV loads split from bottom-up TSV files: the split's images, their
 // captions (the first CapsPerImage of each) and their ids come from the
 // Karpathy split file karpathyJSON (or opt.Karpathy); the features and
-// boxes of those images are collected from the TSV files with CollectTSV.
-func LoadTSV(paths []string, karpathyJSON, split string, opt *TSVOptions) (*Split, error) {
+// boxes of those images are collected from the TSV files with CollectTSV,
+// which stops with an error wrapping ctx's error once ctx is cancelled.
+func LoadTSV(ctx context.Context, paths []string, karpathyJSON, split string, opt *TSVOptions) (*Split, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load TSV %s: %w", split, err)
+	}
 	var o TSVOptions
 	if opt != nil {
 		o = *opt
@@ -430,7 +445,7 @@ func LoadTSV(paths []string, karpathyJSON, split string, opt *TSVOptions) (*Spli
 	if err != nil {
 		return nil, err
 	}
-	g, sizes, err := CollectTSV(paths, ids, &o)
+	g, sizes, err := CollectTSV(ctx, paths, ids, &o)
 	if err != nil {
 		return nil, err
 	}

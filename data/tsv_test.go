@@ -2,6 +2,7 @@ package data
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -130,7 +131,7 @@ func TestCollectTSV(t *testing.T) {
 	a, b := filepath.Join(dir, "a.tsv"), filepath.Join(dir, "b.tsv")
 	writeFile(t, a, encodeTSV(tsvRec("1", 3, 4), tsvRec("2", 2, 4), tsvRec("3", 1, 4)))
 	writeFile(t, b, encodeTSV(tsvRec("4", 5, 4), tsvRec("5", 4, 4)))
-	g, sizes, err := CollectTSV([]string{a, b}, []string{"4", "2"}, nil)
+	g, sizes, err := CollectTSV(context.Background(), []string{a, b}, []string{"4", "2"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,21 +152,21 @@ func TestCollectTSV(t *testing.T) {
 		t.Errorf("image 1 regions: %v %v", g.Region(1, 1), g.Region(1, 2))
 	}
 
-	_, _, err = CollectTSV([]string{a, b}, []string{"1", "9", "8"}, nil)
+	_, _, err = CollectTSV(context.Background(), []string{a, b}, []string{"1", "9", "8"}, nil)
 	wantErr(t, err, "2 of 3 image ids not found", "e.g. 9, 8")
-	_, _, err = CollectTSV([]string{a}, []string{"1", "1"}, nil)
+	_, _, err = CollectTSV(context.Background(), []string{a}, []string{"1", "1"}, nil)
 	wantErr(t, err, "image id 1 requested twice")
-	_, _, err = CollectTSV([]string{filepath.Join(dir, "absent.tsv")}, []string{"1"}, nil)
+	_, _, err = CollectTSV(context.Background(), []string{filepath.Join(dir, "absent.tsv")}, []string{"1"}, nil)
 	wantErr(t, err, "absent.tsv")
 
 	writeFile(t, b, encodeTSV(tsvRec("4", 2, 3)))
-	_, _, err = CollectTSV([]string{a, b}, []string{"1", "4"}, nil)
+	_, _, err = CollectTSV(context.Background(), []string{a, b}, []string{"1", "4"}, nil)
 	wantErr(t, err, "b.tsv: line 1 (image 4): 3 features per region", "a.tsv line 1 has 4")
 
 	nan := tsvRec("6", 2, 3)
 	nan.Feat[4] = float32(math.Inf(-1))
 	writeFile(t, b, encodeTSV(nan))
-	_, _, err = CollectTSV([]string{b}, []string{"6"}, nil)
+	_, _, err = CollectTSV(context.Background(), []string{b}, []string{"6"}, nil)
 	wantErr(t, err, "b.tsv: line 1 (image 6): region 1 feature 1 is -Inf")
 }
 
@@ -176,7 +177,7 @@ func TestLoadTSV(t *testing.T) {
 	tsv := filepath.Join(dir, "f.tsv")
 	// The extractor names Flickr images by file name: 5000.jpg -> 5000.
 	writeFile(t, tsv, encodeTSV(tsvRec("5002", 2, 3), tsvRec("5001", 2, 3), tsvRec("5000", 1, 3)))
-	s, err := LoadTSV([]string{tsv}, kpath, "test", nil)
+	s, err := LoadTSV(context.Background(), []string{tsv}, kpath, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

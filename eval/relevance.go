@@ -344,9 +344,8 @@ func ComputeRelevance(ctx context.Context, m Metric, captions []string, perImage
 	if err := os.Rename(partial, out); err != nil {
 		return fmt.Errorf("relevance %s: %w", name, err)
 	}
-	if d, err := os.Open(filepath.Dir(out)); err == nil {
-		d.Sync()
-		d.Close()
+	if err := atomicfile.SyncDir(filepath.Dir(out)); err != nil {
+		return fmt.Errorf("relevance %s: %w", name, err)
 	}
 	if err := os.Remove(sidecar); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("relevance %s: %w", name, err)

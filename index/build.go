@@ -63,10 +63,12 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 }
 
 // Sink receives what Encode encodes, a run of items at a time: the local
-// index's Writer, or an index held elsewhere (package weaviate).
+// index's Writer, or an index held elsewhere (package weaviate). ctx is
+// Encode's: a sink stops, with an error wrapping ctx's error, once it is
+// cancelled.
 type Sink interface {
-	AddImages(e *model.Embeddings, rows []ImageRow) error
-	AddCaptions(e *model.Embeddings, rows []CaptionRow) error
+	AddImages(ctx context.Context, e *model.Embeddings, rows []ImageRow) error
+	AddCaptions(ctx context.Context, e *model.Embeddings, rows []CaptionRow) error
 }
 
 // Encode encodes a collection with m, in runs of o.SegmentItems items,
@@ -113,7 +115,7 @@ func Encode(ctx context.Context, m model.Model, c Collection, sink Sink, o *Buil
 		if err != nil {
 			return err
 		}
-		return sink.AddImages(e, c.ImageRows[lo:hi])
+		return sink.AddImages(ctx, e, c.ImageRows[lo:hi])
 	})
 	if err != nil {
 		return nil, err
@@ -127,7 +129,7 @@ func Encode(ctx context.Context, m model.Model, c Collection, sink Sink, o *Buil
 		if err != nil {
 			return err
 		}
-		return sink.AddCaptions(e, c.Captions[lo:hi])
+		return sink.AddCaptions(ctx, e, c.Captions[lo:hi])
 	})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"runtime"
 	"strings"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver: no cgo, no server
@@ -59,7 +60,13 @@ func openCatalogue(path string, create bool) (*catalogue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open catalogue %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1)
+	// One connection writes; reads (a served index answers lookups from
+	// many requests at once) get one per core.
+	if create {
+		db.SetMaxOpenConns(1)
+	} else {
+		db.SetMaxOpenConns(max(2, runtime.GOMAXPROCS(0)))
+	}
 	c := &catalogue{path: path, db: db}
 	if create {
 		if _, err := db.Exec(catalogueSchema); err != nil {

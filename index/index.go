@@ -9,8 +9,16 @@
 // files and publish them by replacing the manifest atomically, so a killed
 // build leaves the previous index intact and loadable.
 //
-// Search scores with the model's own scoring functions (model.ScoreMatrix):
-// the ranking of a query equals that of scoring the collection directly.
+// Search scores with the model's own scoring (model.Scoring). With
+// SearchOptions.Exact it scores every item in float32, and the ranking of
+// a query equals that of scoring the collection with the model directly.
+// By default the alignment scorings run on compressed codes: 4-bit
+// product-quantised codes (pq.go) or, on request, int8 codes (quant.go),
+// with the best candidates rescored exactly in float32; on large
+// collections an inverted file over the region and word vectors (ivf.go)
+// or the global vectors (prune.go) first picks the candidates. Searcher is
+// the interface that xmr search and xmr serve use: an Index, or an index
+// held by another engine (package weaviate).
 package index
 
 import (
@@ -49,7 +57,7 @@ type Manifest struct {
 
 // ModelInfo identifies the model that encoded an index.
 type ModelInfo struct {
-	Name        string        `json:"name"`        // registry name: teran, tern
+	Name        string        `json:"name"`        // registry name (model.Names): teran, tern, seam, member, vsepp
 	File        string        `json:"file"`        // checkpoint in the index directory
 	Fingerprint string        `json:"fingerprint"` // model.Fingerprint
 	Dim         int           `json:"dim"`         // width of the vectors
@@ -131,10 +139,16 @@ type OpenOptions struct {
 }
 
 // Open opens the index in dir: reads the manifest, maps and checks every
-// segment and opens the catalogue read-only.
-func Open(dir string, o *OpenOptions) (*Index, error) {
+// segment and opens the catalogue read-only. Checking the checksums reads
+// every segment, which takes a while on a large index: Open checks ctx
+// before each segment (and before each preload), and once ctx is cancelled
+// it closes what it opened and returns an error wrapping ctx's error.
+func Open(ctx context.Context, dir string, o *OpenOptions) (*Index, error) {
 	if err := checkHost(); err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open index %s: %w", dir, err)
 	}
 	man, err := readManifest(dir)
 	if err != nil {
@@ -145,6 +159,9 @@ func Open(dir string, o *OpenOptions) (*Index, error) {
 	open := func(refs []SegmentRef, modality string) ([]*segment, error) {
 		var out []*segment
 		for _, r := range refs {
+			if err := ctx.Err(); err != nil {
+				return out, fmt.Errorf("stopped before segment %s: %w", r.File, err)
+			}
 			s, err := openSegment(filepath.Join(dir, r.File), skip)
 			if err != nil {
 				return out, err
@@ -169,6 +186,10 @@ func Open(dir string, o *OpenOptions) (*Index, error) {
 	}
 	if err == nil && o != nil && o.Preload {
 		for _, s := range slices.Concat(ix.images, ix.captions) {
+			if err = ctx.Err(); err != nil {
+				err = fmt.Errorf("stopped preloading: %w", err)
+				break
+			}
 			s.preload()
 		}
 	}
@@ -176,7 +197,7 @@ func Open(dir string, o *OpenOptions) (*Index, error) {
 		ix.cat, err = openCatalogue(filepath.Join(dir, man.Catalogue), false)
 	}
 	if err == nil {
-		err = ix.checkCatalogue()
+		err = ix.checkCatalogue(ctx)
 	}
 	if err != nil {
 		ix.Close()
@@ -187,9 +208,9 @@ func Open(dir string, o *OpenOptions) (*Index, error) {
 
 // checkCatalogue checks that the catalogue lists as many items as the
 // segments hold.
-func (ix *Index) checkCatalogue() error {
+func (ix *Index) checkCatalogue(ctx context.Context) error {
 	ni, nc := ix.Len()
-	ci, cc, err := ix.cat.counts(context.Background(), files(ix.man.Images), files(ix.man.Captions))
+	ci, cc, err := ix.cat.counts(ctx, files(ix.man.Images), files(ix.man.Captions))
 	if err != nil {
 		return err
 	}

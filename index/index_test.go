@@ -9,7 +9,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/xmr-project/xmr/data"
@@ -85,7 +87,7 @@ func collectionOf(s *data.Split, lo, hi int) Collection {
 
 func loadTest(t testing.TB) *data.Split {
 	t.Helper()
-	s, err := data.LoadPrecomp(testWorld(t), "test", nil)
+	s, err := data.LoadPrecomp(context.Background(), testWorld(t), "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestSearchMatchesDirectScoring(t *testing.T) {
 			if st.Images != 100 || st.Captions != 500 || st.Segments != 3+14 {
 				t.Fatalf("stats %+v", st)
 			}
-			ix, err := Open(dir, nil)
+			ix, err := Open(context.Background(), dir, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -225,7 +227,7 @@ func TestExplain(t *testing.T) {
 	if _, err := Build(context.Background(), dir, m, collectionOf(s, 0, 20), nil); err != nil {
 		t.Fatal(err)
 	}
-	ix, err := Open(dir, nil)
+	ix, err := Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,12 +269,12 @@ func TestAppend(t *testing.T) {
 	if _, err := Build(ctx, parts, m, collectionOf(s, 25, 60), &BuildOptions{Mode: Append}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Open(whole, nil)
+	a, err := Open(context.Background(), whole, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(parts, nil)
+	b, err := Open(context.Background(), parts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +311,7 @@ func TestAppend(t *testing.T) {
 		t.Fatalf("creating over an index: %v", err)
 	}
 	// The refused builds left the index as it was.
-	reopen, err := Open(parts, nil)
+	reopen, err := Open(context.Background(), parts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,13 +386,182 @@ func TestBuildCancelled(t *testing.T) {
 	if len(after) != len(before) {
 		t.Fatalf("files before %d, after the cancelled build %d: %v", len(before), len(after), after)
 	}
-	ix, err := Open(dir, nil)
+	ix, err := Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ix.Close()
 	if ni, nc := ix.Len(); ni != 10 || nc != 50 {
 		t.Fatalf("after the cancelled build: %d images, %d captions, want the 10 and 50 published", ni, nc)
+	}
+}
+
+// countdown is a context whose Err reports context.Canceled from its
+// (n+1)-th call on: run with n = 0, 1, 2, ... it cancels a function at each
+// of its checks in turn. (Its Done channel never closes.)
+type countdown struct {
+	context.Context
+	left atomic.Int64
+}
+
+func newCountdown(n int) *countdown {
+	c := &countdown{Context: context.Background()}
+	c.left.Store(int64(n))
+	return c
+}
+
+func (c *countdown) Err() error {
+	if c.left.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// dirState lists the files of dir with their sizes and modification times.
+func dirState(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s %d %v", e.Name(), fi.Size(), fi.ModTime().UnixNano()))
+	}
+	return out
+}
+
+// TestOpenCancelled opens an index of several segments with the context
+// cancelled at each of Open's checks in turn (on entry, before each
+// segment, before each preload, the catalogue's query): every open fails
+// with context.Canceled and leaves the directory as it was, until the
+// checks run out and the index opens.
+func TestOpenCancelled(t *testing.T) {
+	s := loadTest(t)
+	m := testModel(t, "teran", 7, s.Captions)
+	dir := t.TempDir()
+	if _, err := Build(context.Background(), dir, m, collectionOf(s, 0, 12), &BuildOptions{SegmentItems: 20}); err != nil {
+		t.Fatal(err)
+	}
+	man, err := readManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := len(man.Images) + len(man.Captions) // 1 + 3
+	before := dirState(t, dir)
+	for _, tc := range []struct {
+		name      string
+		o         *OpenOptions
+		minChecks int
+	}{
+		{"checksums", nil, 1 + segs},
+		{"skip checksums", &OpenOptions{SkipChecksums: true}, 1 + segs},
+		{"preload", &OpenOptions{Preload: true}, 1 + 2*segs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if ix, err := Open(context.Background(), dir, tc.o); err != nil {
+				t.Fatal(err)
+			} else {
+				ix.Close()
+			}
+			for n := 0; ; n++ {
+				ix, err := Open(newCountdown(n), dir, tc.o)
+				if err == nil {
+					ix.Close()
+					if n < tc.minChecks {
+						t.Fatalf("opened after %d checks of the context, want at least %d", n, tc.minChecks)
+					}
+					break
+				}
+				if ix != nil || !errors.Is(err, context.Canceled) {
+					t.Fatalf("cancelled at check %d: index %v, error %v; want context.Canceled", n, ix != nil, err)
+				}
+				if n > 100 {
+					t.Fatal("still cancelled after 100 checks")
+				}
+			}
+			if after := dirState(t, dir); !slices.Equal(after, before) {
+				t.Fatalf("directory changed:\n%q\n%q", before, after)
+			}
+		})
+	}
+	ix, err := Open(t.Context(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+}
+
+// TestWriterCancelled adds images and captions with the context cancelled
+// on entry and after the quantizer's training: each add returns
+// context.Canceled and writes no file, and the writer still commits what
+// it was given before.
+func TestWriterCancelled(t *testing.T) {
+	s := loadTest(t)
+	m := testModel(t, "teran", 7, s.Captions)
+	c := collectionOf(s, 0, 6)
+	ctx := context.Background()
+	imgs, err := model.EncodeImages(ctx, m, c.Images, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := make([]string, len(c.Captions))
+	for i, cp := range c.Captions {
+		texts[i] = cp.Text
+	}
+	txts, err := model.EncodeTexts(ctx, m, texts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addImages := func(ctx context.Context, w *Writer) error { return w.AddImages(ctx, imgs, c.ImageRows) }
+	addCaptions := func(ctx context.Context, w *Writer) error { return w.AddCaptions(ctx, txts, c.Captions) }
+	for _, tc := range []struct {
+		name string
+		add  func(ctx context.Context, w *Writer) error
+		n    int // checks that pass
+	}{
+		{"images cancelled", addImages, 0},
+		{"images after training", addImages, 1},
+		{"captions cancelled", addCaptions, 0},
+		{"captions after training", addCaptions, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w, err := NewWriter(dir, m, Create)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Abort()
+			before := dirState(t, dir)
+			if err := tc.add(newCountdown(tc.n), w); !errors.Is(err, context.Canceled) {
+				t.Fatalf("error %v, want context.Canceled", err)
+			}
+			if after := dirState(t, dir); !slices.Equal(after, before) {
+				t.Fatalf("files written: %q, before %q", after, before)
+			}
+			// The writer goes on: the same add, then the other, commit.
+			if err := addImages(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			if err := addCaptions(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ix, err := Open(ctx, dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ix.Close()
+			if ni, nc := ix.Len(); ni != 6 || nc != 30 {
+				t.Fatalf("committed %d images and %d captions, want 6 and 30", ni, nc)
+			}
+		})
 	}
 }
 
@@ -420,7 +591,7 @@ func TestUnpublishedBuildIsInvisible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.AddImages(e, c.ImageRows); err != nil {
+	if err := w.AddImages(context.Background(), e, c.ImageRows); err != nil {
 		t.Fatal(err)
 	}
 	cat, err := openCatalogue(filepath.Join(dir, man.Catalogue), true)
@@ -433,7 +604,7 @@ func TestUnpublishedBuildIsInvisible(t *testing.T) {
 	cat.close()
 	// (no Commit: the process died here, and the kernel dropped its lock)
 	w.lock.Release()
-	ix, err := Open(dir, nil)
+	ix, err := Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +615,7 @@ func TestUnpublishedBuildIsInvisible(t *testing.T) {
 	if _, err := Build(ctx, dir, m, collectionOf(s, 10, 20), &BuildOptions{Mode: Append}); err != nil {
 		t.Fatalf("append after a killed append: %v", err)
 	}
-	ix, err = Open(dir, nil)
+	ix, err = Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +688,7 @@ func TestCorruptIndex(t *testing.T) {
 			dir := t.TempDir()
 			copyDir(t, src, dir)
 			c.damage(t, dir)
-			ix, err := Open(dir, nil)
+			ix, err := Open(context.Background(), dir, nil)
 			if err == nil {
 				ix.Close()
 				t.Fatal("a damaged index opened")

@@ -244,7 +244,7 @@ func TestIVFSearchFindsExactTop(t *testing.T) {
 		for i := range rows {
 			rows[i] = ImageRow{ID: fmt.Sprintf("img%d", lo+i)}
 		}
-		if err := w.AddImages(e.Slice(lo, lo+size), rows); err != nil {
+		if err := w.AddImages(context.Background(), e.Slice(lo, lo+size), rows); err != nil {
 			t.Fatal(err)
 		}
 		lo += size
@@ -252,7 +252,7 @@ func TestIVFSearchFindsExactTop(t *testing.T) {
 	if err := w.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ix, err := Open(dir, &OpenOptions{Preload: true})
+	ix, err := Open(context.Background(), dir, &OpenOptions{Preload: true})
 	if err != nil {
 		t.Fatal(err)
 	}

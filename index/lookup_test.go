@@ -21,7 +21,7 @@ func lookupIndex(t *testing.T, n int) (*Index, []CaptionRow) {
 	if _, err := Build(context.Background(), dir, m, c, nil); err != nil {
 		t.Fatal(err)
 	}
-	ix, err := Open(dir, nil)
+	ix, err := Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

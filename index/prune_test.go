@@ -100,7 +100,7 @@ func TestPrunedSearch(t *testing.T) {
 	if _, err := Build(context.Background(), dir, m, collectionOf(s, 0, s.NumImages()), nil); err != nil {
 		t.Fatal(err)
 	}
-	ix, err := Open(dir, nil)
+	ix, err := Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

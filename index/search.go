@@ -445,15 +445,17 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	return top, nil
 }
 
-// explain names the words of matches and the boxes of their regions.
+// explain names the words of matches and the boxes of their regions; a
+// position outside words or boxes (positions come from index files and
+// from Weaviate's answers) leaves the word or the box out.
 func explain(matches []model.WordMatch, words []string, boxes [][4]float32) []Alignment {
 	out := make([]Alignment, 0, len(matches))
 	for _, mw := range matches {
 		a := Alignment{Region: mw.Region, Cosine: mw.Cosine}
-		if mw.Word < len(words) {
+		if mw.Word >= 0 && mw.Word < len(words) {
 			a.Word = words[mw.Word]
 		}
-		if mw.Region < len(boxes) {
+		if mw.Region >= 0 && mw.Region < len(boxes) {
 			b := boxes[mw.Region]
 			a.Box = &b
 		}

@@ -333,6 +333,11 @@ func (s *segment) parse(skipCRC bool) error {
 	if e.Offsets[h.Items] != h.Vectors {
 		return fmt.Errorf("section %q: offsets end at %d, the segment has %d vectors", secOffsets, e.Offsets[h.Items], h.Vectors)
 	}
+	for k, p := range e.Pos {
+		if p < 0 {
+			return fmt.Errorf("section %q: vector %d has position %d; positions (region or word numbers) are not negative", secPos, k, p)
+		}
+	}
 	if h.Cells > 0 {
 		v := &ivfView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
 			off: sliceOf[int64](raw[secIVFOffsets]), vecs: sliceOf[int32](raw[secIVFVectors]),

@@ -155,12 +155,15 @@ func (w *Writer) segmentName(modality string) string {
 }
 
 // AddImages writes the embeddings of images (one catalogue row each) as a
-// new segment.
-func (w *Writer) AddImages(e *model.Embeddings, rows []ImageRow) error {
+// new segment. It checks ctx before it starts and between training the
+// quantizer and writing the segment: once ctx is cancelled it writes
+// nothing more and returns an error wrapping ctx's error (Abort then
+// removes what the Writer wrote).
+func (w *Writer) AddImages(ctx context.Context, e *model.Embeddings, rows []ImageRow) error {
 	if len(rows) != e.Len() {
 		return fmt.Errorf("index %s: %d image rows for %d embedded images", w.dir, len(rows), e.Len())
 	}
-	name, err := w.addSegment("images", e)
+	name, err := w.addSegment(ctx, "images", e)
 	if err != nil {
 		return err
 	}
@@ -172,12 +175,12 @@ func (w *Writer) AddImages(e *model.Embeddings, rows []ImageRow) error {
 
 // AddCaptions writes the embeddings of captions (one catalogue row each)
 // as a new segment. A caption's image must be added by this Writer or be
-// in the index already.
-func (w *Writer) AddCaptions(e *model.Embeddings, rows []CaptionRow) error {
+// in the index already. It checks ctx as AddImages does.
+func (w *Writer) AddCaptions(ctx context.Context, e *model.Embeddings, rows []CaptionRow) error {
 	if len(rows) != e.Len() {
 		return fmt.Errorf("index %s: %d caption rows for %d embedded captions", w.dir, len(rows), e.Len())
 	}
-	name, err := w.addSegment("captions", e)
+	name, err := w.addSegment(ctx, "captions", e)
 	if err != nil {
 		return err
 	}
@@ -187,16 +190,18 @@ func (w *Writer) AddCaptions(e *model.Embeddings, rows []CaptionRow) error {
 	return nil
 }
 
-func (w *Writer) addSegment(modality string, e *model.Embeddings) (string, error) {
+// addSegment writes e as the next segment of modality; the first segment
+// of a modality also trains the quantizer the later ones share.
+func (w *Writer) addSegment(ctx context.Context, modality string, e *model.Embeddings) (string, error) {
 	if w.done {
 		return "", fmt.Errorf("index %s: writer already committed or aborted", w.dir)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("index %s: %s: %w", w.dir, modality, err)
 	}
 	if e.Len() > 0 && e.Dim != w.man.Model.Dim {
 		return "", fmt.Errorf("index %s: %d-d %s vectors, the index's model makes %d-d vectors", w.dir, e.Dim, modality, w.man.Model.Dim)
 	}
-	name := w.segmentName(modality)
-	path := filepath.Join(w.dir, name)
-	w.files = append(w.files, path)
 	if w.qz == nil {
 		w.qz = map[string]*quantizer{}
 	}
@@ -204,7 +209,13 @@ func (w *Writer) addSegment(modality string, e *model.Embeddings) (string, error
 	if qz == nil {
 		qz = quantizerFor(e)
 		w.qz[modality] = qz
+		if err := ctx.Err(); err != nil {
+			return "", fmt.Errorf("index %s: %s: stopped after training the quantizer: %w", w.dir, modality, err)
+		}
 	}
+	name := w.segmentName(modality)
+	path := filepath.Join(w.dir, name)
+	w.files = append(w.files, path)
 	if err := writeSegment(path, modality, w.fp, e, qz); err != nil {
 		return "", err
 	}

@@ -162,7 +162,8 @@ type JointConfig struct {
 	GenerationWeight float32 `yaml:"generation-weight,omitempty"`
 }
 
-// Default returns TERAN MrSw at the published size (REFERENCE.md).
+// Default returns TERAN MrSw at the published size (the layer sizes of the
+// official TERAN code and configs).
 func Default() Config {
 	return Config{
 		TextModel: TextConfig{Name: "bert", WordDim: 768, ExtractionHiddenLayer: 6, FineTune: true,

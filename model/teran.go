@@ -15,7 +15,7 @@ import (
 // and word vectors are compared by pooling their alignment matrix (MrSw by
 // default, see Config.Pooling and score.go).
 //
-// Visual pipeline (Fig. 2; REFERENCE.md):
+// Visual pipeline (Fig. 2; the layer sizes of the official TERAN code):
 //
 //	regions (B, R, 2048) ++ box code (B, R, 5) -> Linear-ReLU-Linear (B, R, 2048)
 //	-> [slot 0 | regions] (B, 1+R, 2048) -> 4 transformer layers (key-padding mask)

@@ -62,7 +62,7 @@ func testFixture(t testing.TB) *fixture {
 }
 
 func buildFixture(w string) (*fixture, error) {
-	s, err := data.LoadPrecomp(w, "test", nil)
+	s, err := data.LoadPrecomp(context.Background(), w, "test", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func buildFixture(w string) (*fixture, error) {
 	if _, err := index.Build(context.Background(), f.dir, m, c, nil); err != nil {
 		return nil, err
 	}
-	f.ix, err = index.Open(f.dir, nil)
+	f.ix, err = index.Open(context.Background(), f.dir, nil)
 	return f, err
 }
 

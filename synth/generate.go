@@ -477,6 +477,11 @@ func (w *World) Write(ctx context.Context, dir string) (m *Manifest, err error) 
 			return nil, fmt.Errorf("synth: %w", err)
 		}
 	}
+	if _, err := os.Stat(imagesDir); err == nil {
+		if err := atomicfile.SyncDir(imagesDir); err != nil {
+			return nil, fmt.Errorf("synth: %w", err)
+		}
+	}
 	imgDirs = nil
 	m = w.Manifest()
 	b, err := json.MarshalIndent(m, "", "  ")

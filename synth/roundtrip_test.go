@@ -22,7 +22,7 @@ func TestLoadersReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"train", "dev", "test", "testall"} {
-		s, err := data.LoadPrecomp(dir, name, nil)
+		s, err := data.LoadPrecomp(context.Background(), dir, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

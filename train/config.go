@@ -113,7 +113,7 @@ type TrainingConfig struct {
 }
 
 // Default returns TERAN MrSw at the published size, with the paper's
-// optimisation settings (REFERENCE.md).
+// optimisation settings (those of the official TERAN configs).
 func Default() Config {
 	mc := model.Default()
 	return Config{

@@ -177,12 +177,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	slog.Info("data", "source", src.String())
-	trainSplit, err := src.Load("train")
+	trainSplit, err := src.Load(ctx, "train")
 	if err != nil {
 		return nil, err
 	}
 	defer trainSplit.Close()
-	devSplit, err := src.Load("dev")
+	devSplit, err := src.Load(ctx, "dev")
 	if err != nil {
 		return nil, err
 	}

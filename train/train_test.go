@@ -142,7 +142,7 @@ func memberSpaces(t *testing.T, out string, src data.Source, split string, minR1
 	if !ok {
 		t.Fatalf("%s holds a %s, not member", out, m.Name())
 	}
-	sp, err := src.Load(split)
+	sp, err := src.Load(context.Background(), split)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestModelsLearnRealCaptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
-			test, err := src.Load("test")
+			test, err := src.Load(context.Background(), "test")
 			if err != nil {
 				t.Fatal(err)
 			}

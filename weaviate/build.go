@@ -76,6 +76,16 @@ func readManifest(dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("weaviate index %s: version %d; this xmr reads version %d", path, m.Version, Version)
 	case m.Model.File != modelFile:
 		return nil, fmt.Errorf("weaviate index %s: model file %q, want %q", path, m.Model.File, modelFile)
+	case m.Model.Scoring == "":
+		return nil, fmt.Errorf("weaviate index %s: no model scoring", path)
+	case m.Model.Dim <= 0:
+		return nil, fmt.Errorf("weaviate index %s: model dim %d, want a positive width", path, m.Model.Dim)
+	case m.Images < 0 || m.Captions < 0:
+		return nil, fmt.Errorf("weaviate index %s: %d images and %d captions; counts are not negative", path, m.Images, m.Captions)
+	case m.ImagesDone < 0 || m.ImagesDone > m.Images || m.CaptionsDone < 0 || m.CaptionsDone > m.Captions:
+		return nil, fmt.Errorf("weaviate index %s: %d of %d images and %d of %d captions uploaded; want 0 to the count", path, m.ImagesDone, m.Images, m.CaptionsDone, m.Captions)
+	case m.Complete && (m.ImagesDone != m.Images || m.CaptionsDone != m.Captions):
+		return nil, fmt.Errorf("weaviate index %s: complete, but %d of %d images and %d of %d captions uploaded", path, m.ImagesDone, m.Images, m.CaptionsDone, m.Captions)
 	}
 	if err := m.Config.check(); err != nil {
 		return nil, fmt.Errorf("weaviate index %s: %w", path, err)
@@ -199,7 +209,7 @@ type sink struct {
 	captionsStarted        bool
 }
 
-func (s *sink) AddImages(e *model.Embeddings, rows []index.ImageRow) error {
+func (s *sink) AddImages(_ context.Context, e *model.Embeddings, rows []index.ImageRow) error {
 	if err := s.u.AddImages(s.ctx, s.imageBase, e, rows, s.bar); err != nil {
 		return err
 	}
@@ -208,7 +218,7 @@ func (s *sink) AddImages(e *model.Embeddings, rows []index.ImageRow) error {
 	return writeManifest(s.dir, s.man)
 }
 
-func (s *sink) AddCaptions(e *model.Embeddings, rows []index.CaptionRow) error {
+func (s *sink) AddCaptions(_ context.Context, e *model.Embeddings, rows []index.CaptionRow) error {
 	if !s.captionsStarted && s.bar != nil {
 		s.bar.Finish()
 		s.bar = progress.New("upload captions", int64(s.man.Captions-s.man.CaptionsDone), "captions")

@@ -141,7 +141,7 @@ func TestClusterMatchesLocalIndex(t *testing.T) {
 	defer cl.Stop()
 	t.Logf("2-node cluster up in %v", time.Since(start).Round(time.Millisecond))
 
-	s, err := data.LoadPrecomp(world.Dir(t), "test", nil)
+	s, err := data.LoadPrecomp(context.Background(), world.Dir(t), "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestClusterMatchesLocalIndex(t *testing.T) {
 	if _, err := index.Build(ctx, localDir, m, coll, nil); err != nil {
 		t.Fatal(err)
 	}
-	local, err := index.Open(localDir, nil)
+	local, err := index.Open(context.Background(), localDir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,6 +118,46 @@ func (ix *Index) scoring(o *index.SearchOptions) model.Scoring {
 // results fetches when SearchOptions.Candidates is not positive.
 func DefaultCandidates(k int) int { return max(10*k, 100) }
 
+// fetch says how a search reaches the items it ranks.
+type fetch int
+
+const (
+	// fetchDirect: Weaviate's maxSim search ranks the best k itself
+	// (text-to-image MrSw).
+	fetchDirect fetch = iota
+	// fetchMulti: candidates by maxSim of the multi-vectors, re-ranked
+	// exactly in xmr.
+	fetchMulti
+	// fetchGlobal: candidates by the global vector, re-ranked.
+	fetchGlobal
+	// fetchAll: every object (the cursor API), re-ranked: an exhaustive
+	// ranking.
+	fetchAll
+)
+
+// plan returns how a search of k results with scoring s reaches its items
+// among total, and how many it fetches (candidates when positive, else
+// DefaultCandidates(k); at least k). Scorings that no nearest-neighbour
+// search of Weaviate's orders by (SEAM's order scoring) read every item,
+// as the local index scores every item for them; so does exact, and any
+// search whose candidates would be every item.
+func plan(s model.Scoring, queryIsText, exact bool, k, candidates, total int) (fetch, int) {
+	if queryIsText && s == model.MrSw && !exact {
+		return fetchDirect, k
+	}
+	limit := DefaultCandidates(k)
+	if candidates > 0 {
+		limit = max(candidates, k)
+	}
+	switch {
+	case exact || limit >= total || (!s.Alignment() && s != model.Global):
+		return fetchAll, total
+	case s == model.Global:
+		return fetchGlobal, limit
+	}
+	return fetchMulti, limit
+}
+
 // hit is one object of a GraphQL answer: the properties of both
 // collections, the distance and, when asked for, the vectors.
 type hit struct {
@@ -288,9 +328,10 @@ func (ix *Index) Search(ctx context.Context, q *model.Embeddings, queryIsText bo
 }
 
 // search ranks the items of the other modality against q. Text-to-image
-// MrSw is Weaviate's maxSim search; every other scoring fetches
-// candidates (by maxSim of the multi-vectors, or by the global vector for
-// the global scoring) with their vectors and re-ranks them exactly.
+// MrSw is Weaviate's maxSim search; the other alignment scorings and the
+// global cosine fetch candidates (by maxSim of the multi-vectors, or by
+// the global vector) with their vectors and re-rank them exactly; the
+// order scoring re-ranks every item (see plan).
 func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bool, words []string, queryBoxes [][4]float32, o *index.SearchOptions) ([]index.Result, error) {
 	k := 10
 	if o != nil && o.K > 0 {
@@ -307,18 +348,12 @@ func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bo
 	if queryIsText {
 		total = ix.man.Images
 	}
-	exact := o != nil && o.Exact
-	direct := queryIsText && s == model.MrSw && !exact
-	limit := k
-	if !direct {
-		limit = DefaultCandidates(k)
-		if o != nil && o.Candidates > 0 {
-			limit = max(o.Candidates, k)
-		}
-		if limit >= total {
-			exact = true
-		}
+	candidates := 0
+	if o != nil {
+		candidates = o.Candidates
 	}
+	f, limit := plan(s, queryIsText, o != nil && o.Exact, k, candidates, total)
+	direct := f == fetchDirect
 	var withVectors []string
 	if !direct || explainIt {
 		withVectors = []string{multi, vecGlobal}
@@ -326,9 +361,9 @@ func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bo
 	var hits []hit
 	var err error
 	switch {
-	case exact:
+	case f == fetchAll:
 		hits, err = ix.all(ctx, class, fields, withVectors)
-	case s == model.Global:
+	case f == fetchGlobal:
 		hits, err = ix.get(ctx, class, nearQuery(class, vecGlobal, [][]float32{q.GlobalOf(0)}, false, limit, fields, withVectors, ix.readConsistency()))
 	case q.Count(0) == 0:
 		return nil, fmt.Errorf("search: the query has no vectors to align: %w", index.ErrBadQuery)

@@ -135,7 +135,7 @@ func TestNearQuery(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	ctx := context.Background()
 	good := Manifest{Format: Format, Version: Version, Config: Config{URL: "http://127.0.0.1:1", Collection: "W"},
-		Model: index.ModelInfo{File: modelFile, Scoring: model.MrSw}, Complete: true}
+		Model: index.ModelInfo{File: modelFile, Scoring: model.MrSw, Dim: 16}, Complete: true}
 	cases := []struct {
 		name string
 		edit func(m *Manifest)
@@ -147,6 +147,12 @@ func TestOpenErrors(t *testing.T) {
 		{"version", func(m *Manifest) { m.Version = 9 }, "", "version 9"},
 		{"collection", func(m *Manifest) { m.Config.Collection = "w" }, "", "upper-case letter"},
 		{"unfinished", func(m *Manifest) { m.Complete, m.Images, m.ImagesDone = false, 10, 4 }, "", "the upload is unfinished (4 of 10 images"},
+		{"no scoring", nil, `{"format": "xmr-weaviate", "version": 1, "weaviate": {"url": "http://127.0.0.1:1", "collection": "W"}, "model": {"file": "model.safetensors", "dim": 16}}`, "no model scoring"},
+		{"bad scoring", nil, `{"format": "xmr-weaviate", "version": 1, "model": {"scoring": "best"}}`, `unknown scoring "best"`},
+		{"dim", func(m *Manifest) { m.Model.Dim = 0 }, "", "model dim 0"},
+		{"negative count", func(m *Manifest) { m.Images = -1 }, "", "counts are not negative"},
+		{"done beyond count", func(m *Manifest) { m.Complete, m.Images, m.ImagesDone = false, 10, 11 }, "", "11 of 10 images"},
+		{"complete but short", func(m *Manifest) { m.Captions, m.CaptionsDone = 50, 49 }, "", "complete, but"},
 		{"no server", func(m *Manifest) {}, "", "the server does not answer"},
 	}
 	for _, c := range cases {
@@ -172,5 +178,45 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if IsIndex(t.TempDir()) {
 		t.Error("IsIndex of an empty directory")
+	}
+}
+
+// TestPlan checks how each search reaches its items: Weaviate's maxSim
+// ranks text-to-image MrSw itself; the alignment scorings and the cosine
+// re-rank candidates; the order scoring, which no Weaviate search orders
+// by, reads every item whatever the collection's size (it used to ask
+// maxSim for candidates and fail on a query without word vectors).
+func TestPlan(t *testing.T) {
+	cases := []struct {
+		name      string
+		s         model.Scoring
+		text      bool
+		exact     bool
+		k, cands  int
+		total     int
+		want      fetch
+		wantLimit int
+	}{
+		{"t2i MrSw", model.MrSw, true, false, 10, 0, 5000, fetchDirect, 10},
+		{"t2i MrSw exact", model.MrSw, true, true, 10, 0, 5000, fetchAll, 5000},
+		{"i2t MrSw", model.MrSw, false, false, 10, 0, 5000, fetchMulti, 100},
+		{"t2i MwSr", model.MwSr, true, false, 20, 0, 5000, fetchMulti, 200},
+		{"t2i Symm candidates", model.Symm, true, false, 10, 300, 5000, fetchMulti, 300},
+		{"candidates below k", model.Symm, true, false, 50, 5, 5000, fetchMulti, 50},
+		{"t2i global", model.Global, true, false, 10, 0, 5000, fetchGlobal, 100},
+		{"i2t global", model.Global, false, false, 10, 0, 5000, fetchGlobal, 100},
+		{"t2i order", model.Order, true, false, 10, 0, 5000, fetchAll, 5000},
+		{"i2t order", model.Order, false, false, 10, 0, 25000, fetchAll, 25000},
+		{"order with candidates", model.Order, true, false, 10, 200, 5000, fetchAll, 5000},
+		{"candidates cover all", model.MwSr, true, false, 10, 0, 80, fetchAll, 80},
+		{"global exact", model.Global, true, true, 10, 0, 5000, fetchAll, 5000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, limit := plan(c.s, c.text, c.exact, c.k, c.cands, c.total)
+			if f != c.want || limit != c.wantLimit {
+				t.Fatalf("plan = %d, %d; want %d, %d", f, limit, c.want, c.wantLimit)
+			}
+		})
 	}
 }

@@ -77,7 +77,7 @@ func run(ctx context.Context, opts bench.Options) error {
 		return err
 	}
 	src := data.Source{Path: p.data}
-	test, err := src.Load("test")
+	test, err := src.Load(ctx, "test")
 	if err != nil {
 		return fmt.Errorf("learn: %w", err)
 	}

@@ -51,7 +51,7 @@ func TestTrain(t *testing.T) {
 		t.Skipf("the real mini set is not here: %v", err)
 	}
 	src := data.Source{Path: dir}
-	test, err := src.Load("test")
+	test, err := src.Load(context.Background(), "test")
 	if err != nil {
 		t.Fatal(err)
 	}

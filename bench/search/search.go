@@ -1,9 +1,10 @@
 // Package search is `xmr bench search`: the speed of the index's scoring
-// (exhaustive float32, int8 with and without float32 re-ranking, in both
-// directions) against the memory bandwidth and against the same scoring in
-// PyTorch, measured in one run; and on request the int8 path's recall cost
-// on a trained model's index and the pruned search of a million-image
-// index.
+// (exhaustive float32, int8 with and without float32 re-ranking, 4-bit
+// product-quantised codes with and without it, in both directions, and at
+// the TERAN paper's sizes) against the memory bandwidth and against the
+// same scoring in PyTorch, measured in one run; and on request the
+// compressed paths' recall cost on a trained model's index and the pruned
+// search of a million-image index.
 package search
 
 import (
@@ -34,8 +35,8 @@ import (
 // Benchmark is `xmr bench search [key=value ...]`.
 var Benchmark = bench.Benchmark{
 	Name: "search",
-	Summary: "index scoring: exhaustive float32 and int8 (+ re-ranking) both ways vs memory bandwidth and PyTorch " +
-		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT: int8 recall | scale=1000000 [candidates=1000,3000 probes=2,4 rerank=R reuse=1]: pruned search alone]",
+	Summary: "index scoring: exhaustive float32, int8 and 4-bit PQ (+ re-ranking) both ways vs memory bandwidth and PyTorch " +
+		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT: compressed recall | scale=1000000 [candidates=1000,3000 probes=2,4 rerank=R reuse=1]: pruned search alone]",
 	Run: run,
 }
 
@@ -232,7 +233,7 @@ func buildIndex(dir string, m model.Model, imgs, caps *model.Embeddings) (*index
 			rows[i] = index.ImageRow{ID: fmt.Sprintf("img%07d", lo+i)}
 		}
 		imgRows = append(imgRows, rows...)
-		if err := w.AddImages(imgs.Slice(lo, hi), rows); err != nil {
+		if err := w.AddImages(context.Background(), imgs.Slice(lo, hi), rows); err != nil {
 			return nil, err
 		}
 	}
@@ -243,7 +244,7 @@ func buildIndex(dir string, m model.Model, imgs, caps *model.Embeddings) (*index
 			for i := range rows {
 				rows[i] = index.CaptionRow{Text: "a", ImageID: imgRows[(lo+i)%len(imgRows)].ID}
 			}
-			if err := w.AddCaptions(caps.Slice(lo, hi), rows); err != nil {
+			if err := w.AddCaptions(context.Background(), caps.Slice(lo, hi), rows); err != nil {
 				return nil, err
 			}
 		}
@@ -251,7 +252,7 @@ func buildIndex(dir string, m model.Model, imgs, caps *model.Embeddings) (*index
 	if err := w.Commit(context.Background()); err != nil {
 		return nil, err
 	}
-	return index.Open(dir, &index.OpenOptions{SkipChecksums: true})
+	return index.Open(context.Background(), dir, &index.OpenOptions{SkipChecksums: true})
 }
 
 // timeSearch returns the median time of reps searches of q.
@@ -405,14 +406,15 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 
 // recallCost indexes a world's test split with a trained model and
 // evaluates text-to-image and image-to-text R@1/5/10 through the index:
-// exhaustive float32, int8, and int8 with float32 re-ranking.
+// exhaustive float32, int8 and 4-bit PQ codes, each alone and with
+// float32 re-ranking.
 func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) error {
 	m, f, err := model.Load(p.checkpoint)
 	if err != nil {
 		return err
 	}
 	f.Close()
-	s, err := data.LoadPrecomp(p.world, "test", nil)
+	s, err := data.LoadPrecomp(ctx, p.world, "test", nil)
 	if err != nil {
 		return err
 	}
@@ -428,7 +430,7 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 	if _, err := index.Build(ctx, dir, m, c, &index.BuildOptions{Mode: index.Overwrite}); err != nil {
 		return err
 	}
-	ix, err := index.Open(dir, nil)
+	ix, err := index.Open(ctx, dir, nil)
 	if err != nil {
 		return err
 	}
@@ -544,7 +546,7 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		}
 	}
 	st := time.Now()
-	ix, err := index.Open(dir, &index.OpenOptions{SkipChecksums: true, Preload: true})
+	ix, err := index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true, Preload: true})
 	if err != nil {
 		return err
 	}
@@ -649,7 +651,7 @@ func buildScale(ctx context.Context, opts bench.Options, p params, w *worldGen, 
 			rows[i] = index.ImageRow{ID: fmt.Sprintf("img%08d", lo+i)}
 		}
 		if wr != nil {
-			if err := wr.AddImages(e, rows); err != nil {
+			if err := wr.AddImages(ctx, e, rows); err != nil {
 				return nil, err
 			}
 		}

@@ -89,7 +89,7 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return err
 	}
-	ix, err := index.Open(filepath.Join(dir, "index"), nil)
+	ix, err := index.Open(ctx, filepath.Join(dir, "index"), nil)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func prepare(ctx context.Context, p params, dir string) ([]string, error) {
 			return nil, err
 		}
 	}
-	split, err := data.LoadPrecomp(world, "testall", nil)
+	split, err := data.LoadPrecomp(ctx, world, "testall", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func prepare(ctx context.Context, p params, dir string) ([]string, error) {
 	}
 	queries := slices.Clone(split.Captions)
 	idx := filepath.Join(dir, "index")
-	if ix, err := index.Open(idx, &index.OpenOptions{SkipChecksums: true}); err == nil {
+	if ix, err := index.Open(ctx, idx, &index.OpenOptions{SkipChecksums: true}); err == nil {
 		ni, _ := ix.Len()
 		ix.Close()
 		if ni == p.images {

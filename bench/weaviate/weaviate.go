@@ -132,14 +132,14 @@ func run(ctx context.Context, opts bench.Options) error {
 		g := time.Now()
 		e := w.Images(lo, hi, p.regions)
 		genTime += time.Since(g)
-		if err := wr.AddImages(e, rows(lo, hi)); err != nil {
+		if err := wr.AddImages(ctx, e, rows(lo, hi)); err != nil {
 			return err
 		}
 	}
 	if err := wr.Commit(ctx); err != nil {
 		return err
 	}
-	local, err := index.Open(localDir, &index.OpenOptions{SkipChecksums: true})
+	local, err := index.Open(ctx, localDir, &index.OpenOptions{SkipChecksums: true})
 	if err != nil {
 		return err
 	}

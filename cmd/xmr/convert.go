@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -79,11 +80,19 @@ func runConvert(ctx context.Context, args []string) error {
 		return fmt.Errorf("create output directory: %w", err)
 	}
 	slog.Info("convert", "from", src.String(), "to", f.out, "splits", strings.Join(splits, ","))
-	for _, name := range splits {
-		if err := ctx.Err(); err != nil {
-			return err
+	for i, name := range splits {
+		err := ctx.Err()
+		if err == nil {
+			err = convertSplit(ctx, src, name, f.out)
 		}
-		if err := convertSplit(src, name, f.out); err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			done := "no split was converted"
+			if i > 0 {
+				done = fmt.Sprintf("%s converted", strings.Join(splits[:i], ", "))
+			}
+			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted while converting %s; %s, and the files of %s in %s are as they were (run the same command again)", name, done, name, f.out)}
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -91,10 +100,11 @@ func runConvert(ctx context.Context, args []string) error {
 }
 
 // convertSplit loads one split of src and writes it to out in the precomp
-// layout.
-func convertSplit(src data.Source, name, out string) error {
+// layout, all its files or none (data.WritePrecomp); it stops once ctx is
+// cancelled.
+func convertSplit(ctx context.Context, src data.Source, name, out string) error {
 	start := time.Now()
-	s, err := src.Load(name)
+	s, err := src.Load(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -103,7 +113,7 @@ func convertSplit(src data.Source, name, out string) error {
 	slog.Info("convert: loaded", "split", s.Name, "images", g.N, "regions", g.R, "dim", g.D,
 		"captions", len(s.Captions), "boxes", g.Boxes != nil, "took", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	if err := data.WritePrecomp(out, s); err != nil {
+	if err := data.WritePrecomp(ctx, out, s); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d images (%dx%dx%d features), %d captions -> %s (%s)\n",

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -119,11 +120,11 @@ func TestConvertBottomUp(t *testing.T) {
 	}
 	ann := []string{filepath.Join(src, "captions_train2014.json"), filepath.Join(src, "captions_val2014.json")}
 	for _, split := range []string{"train", "dev", "test"} {
-		got, err := data.LoadPrecomp(out, split, nil)
+		got, err := data.LoadPrecomp(context.Background(), out, split, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := data.LoadBottomUp(src, filepath.Join(src, "dataset_coco.json"), split, &data.BottomUpOptions{COCOAnnotations: ann})
+		want, err := data.LoadBottomUp(context.Background(), src, filepath.Join(src, "dataset_coco.json"), split, &data.BottomUpOptions{COCOAnnotations: ann})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,12 +143,12 @@ func TestConvertBottomUp(t *testing.T) {
 		got.Close()
 	}
 	// train is Karpathy's train and restval, dev its val.
-	dev, err := data.LoadPrecomp(out, "dev", nil)
+	dev, err := data.LoadPrecomp(context.Background(), out, "dev", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	if train, _ := data.LoadPrecomp(out, "train", nil); train.Images.N != 3 || !slices.Equal(dev.ImageIDs, []string{"1001", "1005"}) {
+	if train, _ := data.LoadPrecomp(context.Background(), out, "train", nil); train.Images.N != 3 || !slices.Equal(dev.ImageIDs, []string{"1001", "1005"}) {
 		t.Fatalf("train has %d images, dev ids %v", train.Images.N, dev.ImageIDs)
 	}
 }
@@ -228,7 +229,7 @@ func TestConvertTSVParts(t *testing.T) {
 	if code := runMain([]string{"convert", "--data", filepath.Join(dir, "*.tsv.*"), "--splits", "test", "--out", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	s, err := data.LoadPrecomp(out, "test", nil)
+	s, err := data.LoadPrecomp(context.Background(), out, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

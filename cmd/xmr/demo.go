@@ -128,7 +128,7 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	cf.Close()
-	split, err := data.LoadPrecomp(world, "test", nil)
+	split, err := data.LoadPrecomp(ctx, world, "test", nil)
 	if err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ func demoDraw(dir, world string, split *data.Split, res *eval.ModelResult, groun
 // evaluation's embeddings of it (res), unless the index there was built by
 // m already (and rebuild is not set).
 func demoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, images string, res *eval.ModelResult, rebuild bool) error {
-	if ix, err := index.Open(dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
+	if ix, err := index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
 		same := ix.Manifest().Model.Fingerprint == model.Fingerprint(m)
 		ni, nc := ix.Len()
 		ix.Close()
@@ -279,10 +279,10 @@ func demoIndex(ctx context.Context, dir string, m model.Model, split *data.Split
 		return err
 	}
 	defer w.Abort()
-	if err := w.AddImages(res.Images, c.ImageRows); err != nil {
+	if err := w.AddImages(ctx, res.Images, c.ImageRows); err != nil {
 		return err
 	}
-	if err := w.AddCaptions(res.Texts, c.Captions); err != nil {
+	if err := w.AddCaptions(ctx, res.Texts, c.Captions); err != nil {
 		return err
 	}
 	if err := w.Commit(ctx); err != nil {

@@ -119,7 +119,7 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 	if err != nil {
 		return err
 	}
-	split, err := src.Load(f.split)
+	split, err := src.Load(ctx, f.split)
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func runIndex(ctx context.Context, args []string) error {
 		return err
 	}
 	cf.Close()
-	split, err := src.Load(f.split)
+	split, err := src.Load(ctx, f.split)
 	if err != nil {
 		return err
 	}
@@ -134,8 +134,10 @@ func runIndex(ctx context.Context, args []string) error {
 		}
 		return err
 	}
+	// The index is published: count what it holds even if a signal comes
+	// now.
 	ni, nc := 0, 0
-	if ix, err := index.Open(f.out, &index.OpenOptions{SkipChecksums: true}); err == nil {
+	if ix, err := index.Open(context.WithoutCancel(ctx), f.out, &index.OpenOptions{SkipChecksums: true}); err == nil {
 		ni, nc = ix.Len()
 		ix.Close()
 	}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -129,5 +134,164 @@ func TestSynthCtrlC(t *testing.T) {
 		if e.Name() != "xmr.lock" && !strings.HasPrefix(e.Name(), ".") {
 			t.Errorf("left under a final name: %s", e.Name())
 		}
+	}
+}
+
+// TestWatchInterrupt checks runMain's watcher: at the first signal (ctx
+// cancelled) it calls stop once and prints the notice once; when the
+// command finishes first it prints nothing, never calls stop, and is gone
+// when finish returns.
+func TestWatchInterrupt(t *testing.T) {
+	for _, signalled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("signalled=%v", signalled), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stopped := make(chan struct{})
+			stops := 0
+			stop := func() {
+				stops++
+				close(stopped)
+			}
+			var out bytes.Buffer
+			w := &lockedWriter{w: &out}
+			finish := watchInterrupt(ctx, stop, w)
+			if signalled {
+				cancel()
+				select {
+				case <-stopped:
+				case <-time.After(10 * time.Second):
+					t.Fatal("stop not called 10 s after the signal")
+				}
+			}
+			finish()
+			cancel() // a signal after the command ended changes nothing
+			want, wantStops := "", 0
+			if signalled {
+				want, wantStops = interruptNotice+"\n", 1
+			}
+			w.mu.Lock()
+			got := out.String()
+			w.mu.Unlock()
+			if got != want || stops != wantStops {
+				t.Fatalf("printed %q and called stop %d times; want %q and %d", got, stops, want, wantStops)
+			}
+		})
+	}
+}
+
+// hangEnv asks the test binary to act as the process of
+// TestSecondCtrlCKills (see TestHangHelper).
+const hangEnv = "XMR_TEST_HANG"
+
+// TestHangHelper is not a test: run as a child process of
+// TestSecondCtrlCKills, it runs xmr with a command that, told to stop,
+// goes on as a phase that does not check its context would.
+func TestHangHelper(t *testing.T) {
+	if os.Getenv(hangEnv) != "1" {
+		t.Skip("the child process of TestSecondCtrlCKills")
+	}
+	register(&command{name: "hang", summary: "wait for a signal, then ignore it", run: func(ctx context.Context, _ []string) error {
+		fmt.Fprintln(stdout, "ready")
+		<-ctx.Done()
+		fmt.Fprintln(stdout, "cancelled")
+		time.Sleep(time.Minute)
+		return ctx.Err()
+	}})
+	os.Exit(runMain([]string{"hang"}, os.Stdout, os.Stderr))
+}
+
+// TestSecondCtrlCKills runs xmr in a child process, with a command that
+// goes on after the first SIGINT: the first must print the notice and leave
+// the process running, the second must kill it by SIGINT at once.
+func TestSecondCtrlCKills(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	// Handling SIGINT here makes it default, not ignored, in the child
+	// even if this process was started with it ignored (as background jobs
+	// of a shell are).
+	guard := make(chan os.Signal, 1)
+	signal.Notify(guard, syscall.SIGINT)
+	defer signal.Stop(guard)
+
+	cmd := exec.Command(exe, "-test.run=^TestHangHelper$")
+	cmd.Env = append(os.Environ(), hangEnv+"=1")
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := func(r io.Reader) <-chan string {
+		ch := make(chan string, 16)
+		go func() {
+			defer close(ch)
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				ch <- sc.Text()
+			}
+		}()
+		return ch
+	}
+	outLines, errLines := lines(stdoutPipe), lines(stderrPipe)
+	var stderr []string
+	expect := func(ch <-chan string, want string) {
+		t.Helper()
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case l, ok := <-ch:
+				if !ok {
+					t.Fatalf("output ended before %q; stderr:\n%s", want, strings.Join(stderr, "\n"))
+				}
+				if ch == errLines {
+					stderr = append(stderr, l)
+				}
+				if l == want {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no %q in a minute; stderr:\n%s", want, strings.Join(stderr, "\n"))
+			}
+		}
+	}
+	expect(outLines, "ready")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	expect(errLines, interruptNotice)
+	expect(outLines, "cancelled")
+
+	exited := make(chan error, 1)
+	go func() {
+		for range outLines { // drain, so that Wait can finish
+		}
+		for range errLines {
+		}
+		exited <- cmd.Wait()
+	}()
+	select {
+	case err := <-exited:
+		t.Fatalf("the first SIGINT ended the process: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second SIGINT did not end the process in 30 s")
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("process ended with %v, want killed by SIGINT", cmd.ProcessState)
 	}
 }

@@ -1,7 +1,8 @@
 // Command xmr is a cross-modal retrieval system: it generates a synthetic
-// world, converts datasets, trains and evaluates the image-text matching
-// models TERAN, TERN and SEAM, and draws TERAN's and TERN's word-region
-// alignments.
+// world, converts datasets and checkpoints, trains and evaluates the
+// image-text matching models TERAN, TERN, SEAM and MEMBER, draws TERAN's
+// and TERN's word-region alignments, and builds, searches and serves
+// on-disk indexes of a collection.
 //
 // Run "xmr help" for the list of subcommands and "xmr CMD -h" for the help of
 // one of them.
@@ -18,6 +19,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -70,6 +72,9 @@ func main() {
 // code. It is separate from main so that tests can call it.
 func runMain(args []string, out, stderr io.Writer) int {
 	stdout = out
+	// The log and the interrupt notice share stderr from two goroutines.
+	errw := &lockedWriter{w: stderr}
+	stderr = errw
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
@@ -96,9 +101,15 @@ func runMain(args []string, out, stderr io.Writer) int {
 		printUsage(stderr, c, fs)
 		return 2
 	}
+	// The first SIGINT or SIGTERM cancels ctx: the command stops at its
+	// next safe point. watchInterrupt then restores the default handling,
+	// so that a second Ctrl-C ends the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := c.run(ctx, fs.Args()); err != nil {
+	finish := watchInterrupt(ctx, stop, errw)
+	err := c.run(ctx, fs.Args())
+	finish()
+	if err != nil {
 		fmt.Fprintf(stderr, "xmr %s: %v\n", c.name, err)
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return exitInterrupted
@@ -110,6 +121,46 @@ func runMain(args []string, out, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// interruptNotice is printed on stderr when the first SIGINT or SIGTERM
+// arrives.
+const interruptNotice = "xmr: interrupted; stopping at the next safe point (Ctrl-C again to quit now)"
+
+// watchInterrupt waits, on a goroutine, for ctx to be cancelled by the
+// first signal: it then calls stop, which restores the default handling of
+// SIGINT and SIGTERM so that a second one kills the process, and prints
+// interruptNotice on w. Call finish when the command returns: it ends the
+// goroutine (printing nothing if no signal came) and waits for it, so that
+// nothing is written to w after finish returns.
+func watchInterrupt(ctx context.Context, stop func(), w io.Writer) (finish func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-ctx.Done():
+			stop()
+			fmt.Fprintln(w, interruptNotice)
+		case <-done:
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// lockedWriter serialises the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // interruptedError is the error of a command stopped by SIGINT or SIGTERM:
@@ -150,7 +201,7 @@ func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 }
 
 func printHelp(w io.Writer) {
-	fmt.Fprintf(w, "xmr: cross-modal image-text retrieval (TERAN, TERN, SEAM)\n\nUsage: xmr COMMAND [flags] [args]\n\nCommands:\n")
+	fmt.Fprintf(w, "xmr: cross-modal image-text retrieval (TERAN, TERN, SEAM, MEMBER)\n\nUsage: xmr COMMAND [flags] [args]\n\nCommands:\n")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)

@@ -137,7 +137,7 @@ func openIndex(ctx context.Context, dir, weaviateURL string) (index.Searcher, er
 	if weaviateURL != "" {
 		return nil, usageErrorf("--weaviate-url: %s is not a Weaviate-backed index (no %s)", dir, weaviate.ManifestFile)
 	}
-	return index.Open(dir, nil)
+	return index.Open(ctx, dir, nil)
 }
 
 // printResults writes the results as a table, with the alignments under
