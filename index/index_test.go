@@ -146,6 +146,24 @@ func TestSearchMatchesDirectScoring(t *testing.T) {
 			if len(imgs.Vecs) == 0 { // global vectors only: SEAM, VSE++, MEMBER
 				cases = []scoringCase{{"", true}, {"", false}, {model.Global, false}, {model.Global, true}}
 			}
+			if len(imgs.Vecs) == 0 {
+				// An alignment scoring has nothing to pool: a clear
+				// refusal (it used to score every item 0, or blame the
+				// query's words).
+				for _, sc := range []model.Scoring{model.MrSw, model.MwSr} {
+					for _, exact := range []bool{false, true} {
+						o := &SearchOptions{K: 5, Scoring: sc, Exact: exact}
+						_, errText := ix.SearchText(ctx, s.Captions[0], o)
+						_, errImage := ix.SearchImage(ctx, s.ID(0), o)
+						_, errAlign := ix.AlignCaption(ctx, s.ID(0), 0, o)
+						for _, err := range []error{errText, errImage, errAlign} {
+							if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "has global vectors only") {
+								t.Fatalf("%s (exact %v) on an index of global vectors: %v, want ErrBadQuery naming it", sc, exact, err)
+							}
+						}
+					}
+				}
+			}
 			for _, c := range cases {
 				sc, exact := c.sc, c.exact
 				want := sc

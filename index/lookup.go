@@ -81,6 +81,9 @@ func (ix *Index) Align(ctx context.Context, imageID, text string, o *SearchOptio
 // imageID, with the caption's indexed vectors: the score is the one
 // SearchImage gives the caption (up to float32 rounding).
 func (ix *Index) AlignCaption(ctx context.Context, imageID string, n int, o *SearchOptions) (*Match, error) {
+	if err := ix.checkScoring(ix.scoring(o)); err != nil {
+		return nil, err
+	}
 	img, row, err := ix.imageVectors(ctx, imageID)
 	if err != nil {
 		return nil, fmt.Errorf("align: %w", err)

@@ -154,6 +154,9 @@ func (ix *Index) encodeText(ctx context.Context, text string, s model.Scoring) (
 	if strings.TrimSpace(text) == "" {
 		return nil, fmt.Errorf("search: empty query text: %w", ErrBadQuery)
 	}
+	if err := ix.checkScoring(s); err != nil {
+		return nil, err
+	}
 	m, err := ix.Model()
 	if err != nil {
 		return nil, err
@@ -166,6 +169,26 @@ func (ix *Index) encodeText(ctx context.Context, text string, s model.Scoring) (
 		return nil, fmt.Errorf("search: %q has no word that takes part in the alignment (only stop words or symbols?): %w", text, ErrBadQuery)
 	}
 	return q, nil
+}
+
+// checkScoring refuses an alignment scoring on an index that holds no
+// region or word vectors (its model, SEAM or MEMBER, encodes global
+// vectors only): an error wrapping ErrBadQuery.
+func (ix *Index) checkScoring(s model.Scoring) error {
+	if !s.Alignment() {
+		return nil
+	}
+	for _, segs := range [][]*segment{ix.images, ix.captions} {
+		for _, seg := range segs {
+			if seg.header.Vectors > 0 {
+				return nil
+			}
+		}
+	}
+	if ni, nc := ix.Len(); ni+nc == 0 {
+		return nil
+	}
+	return fmt.Errorf("search: %s pools region and word vectors; this index (model %s) has global vectors only: search it with global or order: %w", s, ix.man.Model.Name, ErrBadQuery)
 }
 
 // SearchImage returns the captions that describe the indexed image with
@@ -212,6 +235,9 @@ func (ix *Index) Search(ctx context.Context, q *model.Embeddings, queryIsText bo
 // the results: catalogue rows, and explanations naming the query's words
 // (text query) or with the query image's boxes (image query).
 func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bool, words []string, queryBoxes [][4]float32, o *SearchOptions) ([]Result, error) {
+	if err := ix.checkScoring(ix.scoring(o)); err != nil {
+		return nil, err
+	}
 	segs := ix.captions
 	if queryIsText {
 		segs = ix.images

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/index"
@@ -100,9 +101,16 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	best := filepath.Join(run, "best-rsum.safetensors")
-	if _, err := os.Stat(best); err != nil || f.retrain || f.fresh || madeWorld {
-		cfg, err := train.LoadConfig(f.config)
-		if err != nil {
+	cfg, err := train.LoadConfig(f.config)
+	if err != nil {
+		return err
+	}
+	marker := filepath.Join(f.dir, demoConfigFile)
+	reuse, why := demoReuse(best, marker, cfg)
+	if !reuse || f.retrain || f.fresh || madeWorld {
+		trained := cfg.Marshal() // train.Run may fill in what the data says
+		// The marker names the model in run only once its training ends.
+		if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		budget := "for " + f.timeBudget.String()
@@ -113,11 +121,17 @@ func runDemo(ctx context.Context, args []string) error {
 			}
 		}
 		step(2, "training %s (%s) %s in %s", f.config, cfg.Model.Name, budget, run)
+		if why != "" && !f.retrain && !f.fresh && !madeWorld {
+			fmt.Fprintf(stdout, "    %s\n", why)
+		}
 		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, MaxIters: f.maxIters, ValImages: 200, Overwrite: true})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "    %d iterations; training curves in %s\n", res.Iters, filepath.Join(run, "curves.png"))
+		if err := atomicfile.WriteBytes(marker, []byte(trained)); err != nil {
+			return err
+		}
 	} else {
 		step(2, "using the model in %s (--retrain to train again)", run)
 	}
@@ -396,4 +410,34 @@ func hasLetter(s string) bool {
 		}
 	}
 	return false
+}
+
+// demoConfigFile, in the demo's directory, holds the config (as xmr
+// writes it) that the model in run was trained with.
+const demoConfigFile = ".demo-config.yaml"
+
+// demoReuse reports whether the demo can reuse the trained model best for
+// the config cfg: it exists and was trained with cfg, as the marker file
+// says (demos made before the marker existed: its run's config.yaml names
+// the same model). why says what stands in the way, "" when nothing does
+// or there is no model yet.
+func demoReuse(best, marker string, cfg train.Config) (reuse bool, why string) {
+	if _, err := os.Stat(best); err != nil {
+		return false, ""
+	}
+	run := filepath.Dir(best)
+	if b, err := os.ReadFile(marker); err == nil {
+		if string(b) == cfg.Marshal() {
+			return true, ""
+		}
+		return false, fmt.Sprintf("the model in %s was trained with another config; training again", run)
+	}
+	prev, err := train.LoadConfig(filepath.Join(run, "config.yaml"))
+	if err != nil {
+		return false, fmt.Sprintf("the model in %s has no readable config (%v); training again", run, err)
+	}
+	if prev.Model.Name != cfg.Model.Name {
+		return false, fmt.Sprintf("the model in %s is %s, the config asks for %s; training again", run, prev.Model.Name, cfg.Model.Name)
+	}
+	return true, ""
 }

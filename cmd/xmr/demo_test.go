@@ -141,6 +141,30 @@ func TestDemo(t *testing.T) {
 		}
 	}
 
+	// Another config: the model is trained again (it used to be reused
+	// whatever --config said), and so is the index; the first config's
+	// model is not reused after that either.
+	other := writeTinyConfig(t, dir, "tern", "matching")
+	otherArgs := []string{"demo", "--dir", demo, "--n", "300", "--config", other, "--max-iters", "5", "--time-budget", "0", "--no-serve"}
+	for i, c := range []struct {
+		args []string
+		want []string
+	}{
+		{otherArgs, []string{"2/6 training", "(tern)", "trained with another config; training again", "5/6 indexing the test split"}},
+		{otherArgs, []string{"2/6 using the model", "5/6 using the index in"}},
+		{append(args, "--no-serve"), []string{"2/6 training", "(teran)", "trained with another config; training again", "5/6 indexing the test split"}},
+	} {
+		stdout, stderr, code = run(t, c.args...)
+		if code != 0 {
+			t.Fatalf("config run %d: exit %d\n%s\n%s", i+1, code, stdout, stderr)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("config run %d: stdout lacks %q:\n%s", i+1, want, stdout)
+			}
+		}
+	}
+
 	// Serve: wait for the address, search, then SIGTERM.
 	guard := make(chan os.Signal, 1)
 	signal.Notify(guard, syscall.SIGTERM)

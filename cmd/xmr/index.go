@@ -97,6 +97,15 @@ func runIndex(ctx context.Context, args []string) error {
 	case f.backend == "local" && f.weaviate.URL != "":
 		return usageErrorf("--weaviate-url needs --backend weaviate")
 	}
+	if f.images != "" {
+		st, err := os.Stat(f.images)
+		if err != nil {
+			return fmt.Errorf("--images: %w", err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("--images %s: not a directory (want the folder of the image files)", f.images)
+		}
+	}
 	mode := index.Create
 	if f.appendTo {
 		mode = index.Append

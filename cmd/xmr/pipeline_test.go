@@ -144,6 +144,19 @@ func TestSEAMPipeline(t *testing.T) {
 	if _, stderr, code := run(t, "eval", "--checkpoint", runDir, "--data", world, "--pooling", "MrSw", "--no-ndcg"); code != 1 || !strings.Contains(stderr, "global vectors only") {
 		t.Fatalf("eval --pooling MrSw of SEAM: exit %d, stderr %q; want an error", code, stderr)
 	}
+	// Its index: an alignment pooling is refused as eval refuses it (it
+	// used to rank every caption 0), and --explain says why it shows
+	// nothing.
+	idx := filepath.Join(t.TempDir(), "seam.idx")
+	if _, stderr, code := run(t, "index", "--checkpoint", runDir, "--data", world, "--split", "test", "--out", idx); code != 0 {
+		t.Fatalf("index: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := run(t, "search", "--index", idx, "--image", "synth-0000001", "--pooling", "MwSr"); code != 1 || !strings.Contains(stderr, "MwSr pools region and word vectors; this index (model seam) has global vectors only") {
+		t.Fatalf("search --pooling MwSr of SEAM: exit %d, stderr %q; want an error", code, stderr)
+	}
+	if stdout, stderr, code := run(t, "search", "--index", idx, "--text", "a red circle", "--explain", "-k", "2"); code != 0 || strings.Count(stdout, "\n") != 3 || !strings.Contains(stderr, "no word-region alignment to show") {
+		t.Fatalf("search --explain of SEAM: exit %d, %q, stderr %q; want 2 results and a warning", code, stdout, stderr)
+	}
 }
 
 // TestTrainOnBottomUp trains directly on per-image bottom-up files with a
@@ -233,5 +246,26 @@ func TestIndexSearch(t *testing.T) {
 	}
 	if _, stderr, code = run(t, "search", "--index", idx); code != 2 || !strings.Contains(stderr, "--text or --image") {
 		t.Fatalf("no query: exit %d: %s", code, stderr)
+	}
+	// Values that -h does not define are refused (they used to be taken
+	// silently), and so is an image folder that does not exist.
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"search", "--index", idx, "--text", query, "--rerank", "-5"}, 2, "--rerank must be positive, 0 (the default) or -1 (none), is -5"},
+		{[]string{"search", "--index", idx, "--text", query, "--candidates", "-7"}, 2, "--candidates must be positive, 0 (automatic) or -1 (never prune), is -7"},
+		{[]string{"search", "--index", idx, "--text", query, "--probes", "-2"}, 2, "--probes must be positive or 0 (the default), is -2"},
+		{[]string{"search", "--index", idx, "--text", query, "--rerank", "-1", "--candidates", "-1"}, 0, ""},
+		{[]string{"index", "--checkpoint", runDir, "--data", world, "--split", "dev", "--out", filepath.Join(dir, "other.idx"), "--images", filepath.Join(dir, "no-such-folder")}, 1, "--images: stat " + filepath.Join(dir, "no-such-folder")},
+		{[]string{"index", "--checkpoint", runDir, "--data", world, "--split", "dev", "--out", filepath.Join(dir, "other.idx"), "--images", filepath.Join(world, "test_caps.txt")}, 1, "not a directory"},
+	} {
+		if _, stderr, code := run(t, c.args...); code != c.code || !strings.Contains(stderr, c.stderr) {
+			t.Errorf("%v: exit %d, %s; want exit %d with %q", c.args, code, stderr, c.code, c.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other.idx")); err == nil {
+		t.Error("a refused xmr index made its --out")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,7 +52,7 @@ Weaviate by maxSim and re-rank them exactly (docs/weaviate.md). --exact and
 			fs.StringVar(&searchFlags.text, "text", "", "find the images this sentence describes")
 			fs.StringVar(&searchFlags.image, "image", "", "find the captions that describe the indexed image with this `ID`")
 			fs.IntVar(&searchFlags.k, "k", 10, "number of results")
-			fs.StringVar(&searchFlags.pooling, "pooling", "", "override the model's scoring: global, MrSw, MwSr, Symm or MrAvgw")
+			fs.StringVar(&searchFlags.pooling, "pooling", "", "override the model's scoring: global, order, MrSw, MwSr, Symm or MrAvgw")
 			fs.BoolVar(&searchFlags.explain, "explain", false, "show, for each result, every word's best region and its cosine")
 			fs.BoolVar(&searchFlags.json, "json", false, "print the results as one JSON object")
 			fs.BoolVar(&searchFlags.exact, "exact", false, "score every item exhaustively with the float32 vectors (default: 4-bit PQ codes, then the best --rerank rescored in float32)")
@@ -86,6 +87,12 @@ func runSearch(ctx context.Context, args []string) error {
 		return usageErrorf("give --text or --image (one of them)")
 	case f.k <= 0:
 		return usageErrorf("-k must be positive, is %d", f.k)
+	case f.rerank < -1:
+		return usageErrorf("--rerank must be positive, 0 (the default) or -1 (none), is %d", f.rerank)
+	case f.candidates < -1:
+		return usageErrorf("--candidates must be positive, 0 (automatic) or -1 (never prune), is %d", f.candidates)
+	case f.probes < 0:
+		return usageErrorf("--probes must be positive or 0 (the default), is %d", f.probes)
 	}
 	opts := &index.SearchOptions{K: f.k, Explain: f.explain, Exact: f.exact, Int8: f.int8, Rerank: f.rerank, Candidates: f.candidates, Probes: f.probes}
 	if f.pooling != "" {
@@ -121,6 +128,9 @@ func runSearch(ctx context.Context, args []string) error {
 		return err
 	}
 	out.Millis = float64(time.Since(start).Microseconds()) / 1000
+	if f.explain && len(out.Results) > 0 && !explained(out.Results) {
+		slog.Warn("--explain: no word-region alignment to show: the index's model encodes global vectors only", "model", ix.ModelInfo().Name)
+	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(out)
@@ -164,4 +174,14 @@ func printResults(o searchOutput) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// explained reports whether any result carries an explanation.
+func explained(rs []index.Result) bool {
+	for _, r := range rs {
+		if len(r.Explain) > 0 {
+			return true
+		}
+	}
+	return false
 }

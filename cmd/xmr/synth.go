@@ -6,14 +6,18 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/synth"
 )
 
 var synthFlags struct {
-	cfg synth.Config
-	out string
+	cfg       synth.Config
+	out       string
+	overwrite bool
 }
 
 func init() {
@@ -22,6 +26,7 @@ func init() {
 		summary: "generate a synthetic image-text world (shapes, region features, captions, ground truth)",
 		usage:   "--out DIR [flags]",
 		examples: `  xmr synth --out data/synth                      # 2000 images with PNGs
+  xmr synth --out data/synth --seed 2 --overwrite # replace that world
   xmr synth -n 100000 --dim 256 --no-images --out data/synth100k
   xmr synth -n 25000 --seed 7 --test 5000 --dev 1000 --out data/synth25k`,
 		setFlags: func(fs *flag.FlagSet) {
@@ -37,6 +42,7 @@ func init() {
 			fs.IntVar(&c.Dev, "dev", 0, "dev images (0: 20% of -n, at most 5000)")
 			fs.IntVar(&c.Test, "test", 0, "testall images (0: 20% of -n, at most 5000); test is its first min(1000, N)")
 			fs.StringVar(&synthFlags.out, "out", "", "output directory (required)")
+			fs.BoolVar(&synthFlags.overwrite, "overwrite", false, "replace the world (or the dataset files of a split) already in --out, its images included")
 		},
 		run: runSynth,
 	})
@@ -58,6 +64,11 @@ func runSynth(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	if !synthFlags.overwrite {
+		if err := checkSynthTarget(synthFlags.out); err != nil {
+			return err
+		}
+	}
 	for _, s := range w.Splits() {
 		slog.Info("synth split", "name", s.Name, "images", s.Len, "captions", s.Len*synth.CaptionsPerImage)
 	}
@@ -73,5 +84,28 @@ func runSynth(ctx context.Context, args []string) error {
 	el := time.Since(start)
 	fmt.Fprintf(stdout, "wrote %d images (%d-d features, %d regions) to %s in %s (%.0f images/s)\n",
 		m.Images, m.Dim, m.Regions, synthFlags.out, el.Round(time.Millisecond), float64(m.Images)/el.Seconds())
+	return nil
+}
+
+// checkSynthTarget refuses an output directory that already holds a world
+// (its world.json) or the files a world's splits are written to (a
+// dataset in the precomp layout, or images/{split}): writing would replace
+// them, and the models, runs and indexes made from them would no longer
+// match their data.
+func checkSynthTarget(dir string) error {
+	if m, err := synth.LoadManifest(dir); err == nil {
+		return fmt.Errorf("%s holds a synthetic world (%d images, seed %d, %d-d features): --overwrite replaces it, its images included", dir, m.Images, m.Seed, m.Dim)
+	}
+	var found []string
+	for _, split := range []string{"train", "dev", "test", "testall"} {
+		for _, name := range []string{split + "_ims.npy", split + "_caps.txt", filepath.Join("images", split)} {
+			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+				found = append(found, name)
+			}
+		}
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("%s holds %s, which a world would replace: --overwrite replaces them, or choose another --out", dir, strings.Join(found, ", "))
+	}
 	return nil
 }
