@@ -102,6 +102,9 @@ func readManifest(dir string) (*Manifest, error) {
 			return nil, fmt.Errorf("index %s: %s: segment file %q is not a plain name in the directory", dir, manifestFile, s.File)
 		}
 	}
+	if m.Model.Dim <= 0 || m.Model.Scoring == "" {
+		return nil, fmt.Errorf("index %s: %s: model dim %d and scoring %q: want a positive width and a scoring", dir, manifestFile, m.Model.Dim, m.Model.Scoring)
+	}
 	if m.Catalogue == "" || filepath.Base(m.Catalogue) != m.Catalogue || m.Model.File == "" || filepath.Base(m.Model.File) != m.Model.File {
 		return nil, fmt.Errorf("index %s: %s: catalogue %q and model %q must be plain file names in the directory", dir, manifestFile, m.Catalogue, m.Model.File)
 	}

@@ -339,6 +339,17 @@ func FuzzParseSegment(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
+		// --explain on the segment's first item, as an image and as a
+		// caption: its positions name regions and words.
+		if d := s.header.Dim; s.header.Items > 0 && d > 0 && d <= 4096 {
+			q := &model.Embeddings{Dim: d, Offsets: []int{0, 2}, Pos: []int32{0, 1}, Vecs: make([]float32, 2*d), Global: make([]float32, d)}
+			for i := range q.Vecs {
+				q.Vecs[i] = 0.1
+			}
+			words, boxes := []string{"a", "b"}, [][4]float32{{0, 0, 1, 1}, {0, 0, 0.5, 0.5}}
+			explain(model.MatchWords(s.emb, 0, q, 0), words, boxes)
+			explain(model.MatchWords(q, 0, s.emb, 0), words, boxes)
+		}
 	})
 }
 

@@ -178,7 +178,7 @@ func Build(ctx context.Context, dir string, m model.Model, c index.Collection, c
 	if err := u.EnsureCollections(ctx); err != nil {
 		return nil, err
 	}
-	s := &sink{ctx: ctx, u: u, dir: dir, man: man}
+	s := &sink{u: u, dir: dir, man: man}
 	if opt.Progress {
 		s.bar = progress.New("upload images", int64(man.Images-man.ImagesDone), "images")
 	}
@@ -200,7 +200,6 @@ func Build(ctx context.Context, dir string, m model.Model, c index.Collection, c
 // sink uploads what index.Encode encodes and records the progress in the
 // manifest after each run.
 type sink struct {
-	ctx                    context.Context
 	u                      *Uploader
 	dir                    string
 	man                    *Manifest
@@ -209,8 +208,8 @@ type sink struct {
 	captionsStarted        bool
 }
 
-func (s *sink) AddImages(_ context.Context, e *model.Embeddings, rows []index.ImageRow) error {
-	if err := s.u.AddImages(s.ctx, s.imageBase, e, rows, s.bar); err != nil {
+func (s *sink) AddImages(ctx context.Context, e *model.Embeddings, rows []index.ImageRow) error {
+	if err := s.u.AddImages(ctx, s.imageBase, e, rows, s.bar); err != nil {
 		return err
 	}
 	s.imageBase += e.Len()
@@ -218,13 +217,13 @@ func (s *sink) AddImages(_ context.Context, e *model.Embeddings, rows []index.Im
 	return writeManifest(s.dir, s.man)
 }
 
-func (s *sink) AddCaptions(_ context.Context, e *model.Embeddings, rows []index.CaptionRow) error {
+func (s *sink) AddCaptions(ctx context.Context, e *model.Embeddings, rows []index.CaptionRow) error {
 	if !s.captionsStarted && s.bar != nil {
 		s.bar.Finish()
 		s.bar = progress.New("upload captions", int64(s.man.Captions-s.man.CaptionsDone), "captions")
 	}
 	s.captionsStarted = true
-	if err := s.u.AddCaptions(s.ctx, s.captionBase, e, rows, s.bar); err != nil {
+	if err := s.u.AddCaptions(ctx, s.captionBase, e, rows, s.bar); err != nil {
 		return err
 	}
 	s.captionBase += e.Len()
