@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/server"
+	"github.com/xmr-project/xmr/weaviate"
 )
 
 var serveFlags struct {
@@ -73,7 +75,15 @@ func serveIndex(ctx context.Context, dir, images, addr, example string, o *serve
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return usageErrorf("--addr %q: want host:port, such as 127.0.0.1:8080 (%v)", addr, err)
 	}
-	ix, err := openIndex(ctx, dir, weaviateURL)
+	var ix index.Searcher
+	var err error
+	if weaviate.IsIndex(dir) || weaviateURL != "" {
+		ix, err = openIndex(ctx, dir, weaviateURL)
+	} else {
+		// A local index is followed: what xmr index --append or
+		// --overwrite publishes into dir is served from the next request.
+		ix, err = index.OpenLive(ctx, dir, nil)
+	}
 	if err != nil {
 		return err
 	}
