@@ -140,8 +140,9 @@ func (b *Bar) etaLocked(now time.Time) string {
 	return byRate.Round(time.Second).String()
 }
 
-// Finish ends the bar and logs a summary line. A bar stopped before its
-// total (a time budget) is left where it stopped, not filled.
+// Finish ends the bar and logs a summary line, which gives the total too
+// when the work stopped before it. A bar stopped before its total (a time
+// budget, Ctrl-C) is left where it stopped, not filled.
 func (b *Bar) Finish() {
 	if b == nil {
 		return
@@ -163,7 +164,13 @@ func (b *Bar) Finish() {
 		}
 	}
 	el := time.Since(b.start)
-	slog.Info(b.desc+" done", "count", b.done, "unit", b.unit, "elapsed", el.Round(time.Millisecond), "rate", fmt.Sprintf("%.1f %s/s", float64(b.done)/el.Seconds(), b.unit))
+	args := []any{"count", b.done, "unit", b.unit, "elapsed", el.Round(time.Millisecond), "rate", fmt.Sprintf("%.1f %s/s", float64(b.done)/el.Seconds(), b.unit)}
+	if b.done < b.total {
+		// Stopped before the end (a time budget, Ctrl-C, an error): say
+		// how far it got.
+		args = append(args, "of", b.total)
+	}
+	slog.Info(b.desc+" done", args...)
 }
 
 func (b *Bar) logLocked(now time.Time) {

@@ -33,7 +33,7 @@ func TestLogLines(t *testing.T) {
 	b.Finish()
 	b.Finish() // idempotent
 	out := buf.String()
-	for _, want := range []string{"msg=work", "done=4", "total=10", "items/s", "eta=", "info=\"loss 0.5\"", "msg=\"work done\"", "count=4"} {
+	for _, want := range []string{"msg=work", "done=4", "total=10", "items/s", "eta=", "info=\"loss 0.5\"", "msg=\"work done\"", "count=4", "of=10"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
@@ -79,5 +79,20 @@ func TestETA(t *testing.T) {
 	b.now = func() time.Time { return start.Add(time.Minute) }
 	if got := b.descriptionLocked(); got != "train loss 0.5 | 4m0s (time budget) left" {
 		t.Errorf("terminal description %q", got)
+	}
+}
+
+// TestSummaryOfComplete checks that a bar that reached its total logs no
+// "of": only work stopped before its total says how far it got.
+func TestSummaryOfComplete(t *testing.T) {
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(prev)
+	b := New("all", 3, "items")
+	b.Add(3)
+	b.Finish()
+	if out := buf.String(); !strings.Contains(out, `msg="all done" count=3`) || strings.Contains(out, "of=") {
+		t.Errorf("summary of a complete bar:\n%s", out)
 	}
 }
