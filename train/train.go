@@ -37,14 +37,22 @@ type Options struct {
 	// Out is the run directory: checkpoints, metrics, curves.
 	Out string
 	// TimeBudget stops the run cleanly after this much wall-clock time of
-	// training (0: no limit), with a final validation and checkpoint.
+	// training (0: no limit; negative is an error), with a final validation
+	// and checkpoint.
 	TimeBudget time.Duration
-	// Resume continues from Out/last.safetensors.
+	// Resume continues from Out/last.safetensors, with the config stored
+	// there: Config is then ignored, unless ConfigName is set.
 	Resume bool
+	// ConfigName, on a resumed run, says that the caller gave Config
+	// explicitly (as --config ConfigName): Run then refuses, before it
+	// touches the run directory, a Config that differs from the run's
+	// stored config in more than what a run takes from its data.
+	ConfigName string
 	// MaxIters stops after this many iterations in total (0: the configured
-	// epochs).
+	// epochs; negative is an error).
 	MaxIters int
-	// ValImages caps the dev images used for validation (0: 1000).
+	// ValImages caps the dev images used for validation (0: 1000; negative
+	// is an error).
 	ValImages int
 	// CheckpointEvery also writes last.safetensors every so many
 	// iterations between validations (0: only at validations and the end).
@@ -113,6 +121,8 @@ type Result struct {
 	Iters    int
 	Epochs   int
 	BestRSum float64
+	// BestNDCG is the best sum of the image-to-text and text-to-image NDCG
+	// (each in [0, 1]) that picked best-ndcg.safetensors.
 	BestNDCG float64
 	Last     Record
 	// Stopped says why the run ended: "epochs", "iterations", "time
@@ -151,13 +161,24 @@ type state struct {
 	Epoch    int      `json:"epoch"`
 	Pos      int      `json:"pos"` // captions of the current epoch done
 	BestRSum float64  `json:"best_rsum"`
-	BestNDCG float64  `json:"best_ndcg"`
+	BestNDCG float64  `json:"best_ndcg"` // the sum of both directions' NDCG (validator.ndcgScore)
 	Elapsed  float64  `json:"elapsed_s"`
 	History  []Record `json:"history"`
 }
 
-// Run trains a model as o describes.
+// Run trains a model as o describes. What can be refused (bad options,
+// another run's directory, a config or data that does not fit the run being
+// resumed) is refused before anything in the run directory but its lock
+// file is written.
 func Run(ctx context.Context, o Options) (*Result, error) {
+	switch {
+	case o.TimeBudget < 0:
+		return nil, fmt.Errorf("time budget %v: want a positive duration, or 0 for no limit", o.TimeBudget)
+	case o.MaxIters < 0:
+		return nil, fmt.Errorf("max iterations %d: want a positive number, or 0 for the configured epochs", o.MaxIters)
+	case o.ValImages < 0:
+		return nil, fmt.Errorf("validation images %d: want a positive number, or 0 for 1000", o.ValImages)
+	}
 	cfg := o.Config
 	src := o.Data
 	if src.Path == "" {
@@ -167,6 +188,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, errors.New("no data: give --data DIR or dataset.data in the config")
 	}
 	cfg.Dataset.Data = src.Path
+	if o.Resume && o.ConfigName != "" {
+		stored, err := storedConfig(o.Out)
+		if err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		if err := checkSameConfig(o.ConfigName, cfg, stored, o.Out); err != nil {
+			return nil, err
+		}
+	}
 	lock, err := openRunDir(o.Out, o.Resume, o.Overwrite)
 	if err != nil {
 		return nil, err
@@ -187,10 +217,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer devSplit.Close()
-	if trainSplit.Images.D != cfg.ImageModel.FeatDim {
-		slog.Info("image-model.feat-dim set from the data", "config", cfg.ImageModel.FeatDim, "data", trainSplit.Images.D)
-		cfg.ImageModel.FeatDim = trainSplit.Images.D
-	}
 
 	var m model.Model
 	var st state
@@ -203,22 +229,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		defer f.Close()
 		resumed = f
-		md := f.Metadata()
-		if err := json.Unmarshal([]byte(md[metaState]), &st); err != nil {
-			return nil, fmt.Errorf("resume: %s: %s: %w", lastPath, metaState, err)
+		// The stored config built the weights; only the data may move, to
+		// data of the same feature width.
+		if cfg, st, err = storedRun(f); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
 		}
-		stored := md[metaConfig]
-		if stored == "" {
-			stored = md["config"] // checkpoints of the first format
-		}
-		// The stored config built the weights; only the data may move.
-		if cfg, err = ParseConfig([]byte(stored)); err != nil {
-			return nil, fmt.Errorf("resume: %s: stored training config: %w", lastPath, err)
+		if err := checkFeatDim(cfg.ImageModel.FeatDim, src.Path, trainSplit.Images.D); err != nil {
+			return nil, err
 		}
 		cfg.Dataset.Data = src.Path
 		m = lm
 		slog.Info("resuming", "from", lastPath, "iter", st.Iter, "epoch", st.Epoch)
 	} else {
+		if trainSplit.Images.D != cfg.ImageModel.FeatDim {
+			slog.Info("image-model.feat-dim set from the data", "config", cfg.ImageModel.FeatDim, "data", trainSplit.Images.D)
+			cfg.ImageModel.FeatDim = trainSplit.Images.D
+		}
 		mc := cfg.ModelConfig()
 		tok, err := model.BuildTokenizer(mc, trainSplit.Captions)
 		if err != nil {
@@ -258,9 +284,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	eval.LogImageInput(m, trainSplit)
-	if err := atomicfile.WriteBytes(filepath.Join(o.Out, "config.yaml"), []byte(cfg.Marshal())); err != nil {
-		return nil, err
-	}
 	tc := cfg.Training
 	nCaps := trainSplit.NumCaptions()
 	if nCaps < 2 {
@@ -285,6 +308,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The run is ready to train: only now is its config.yaml written (a
+	// resume refused above leaves the directory as it was).
+	if err := atomicfile.WriteBytes(filepath.Join(o.Out, "config.yaml"), []byte(cfg.Marshal())); err != nil {
+		return nil, err
+	}
 
 	totalIters := tc.Epochs * itersPerEpoch
 	if o.MaxIters > 0 {
@@ -295,8 +323,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// The run ends at the budget whatever the epochs say: show its ETA.
 		barOpts = append(barOpts, progress.Deadline(time.Now().Add(o.TimeBudget-time.Duration(st.Elapsed*float64(time.Second)))))
 	}
-	bar := progress.New("train", int64(totalIters), "it", barOpts...)
-	bar.Add(int64(st.Iter))
+	// The bar counts this session's iterations only, so that its rate and
+	// ETA (and the "train done" line) are those of this session; the
+	// description shows where the run stands.
+	bar := progress.New("train", int64(max(totalIters-st.Iter, 0)), "it", barOpts...)
 	start := time.Now()
 	elapsedBefore := st.Elapsed
 	var lossSum float64
@@ -328,7 +358,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		st.History = append(st.History, rec)
 		slog.Info("validation", "iter", rec.Iter, "epoch", rec.Epoch, "loss", fmt.Sprintf("%.4f", rec.Loss),
 			"r1_i2t", fmt.Sprintf("%.1f", rec.R1I2T), "r1_t2i", fmt.Sprintf("%.1f", rec.R1T2I), "rsum", fmt.Sprintf("%.1f", rec.RSum),
-			"ndcg", fmt.Sprintf("%.4f", val.ndcgScore(rec)), "align_acc", fmt.Sprintf("%.3f", rec.AlignAcc))
+			"ndcg_i2t", fmt.Sprintf("%.4f", rec.NDCG[val.ndcgKey+"/i2t"]), "ndcg_t2i", fmt.Sprintf("%.4f", rec.NDCG[val.ndcgKey+"/t2i"]),
+			"align_acc", fmt.Sprintf("%.3f", rec.AlignAcc))
 		if msg := collapseCheck(st.History, val.chance, stuckLoss(cfg, rec.Iter, bs, st.History), tc.WarmupPeriod); msg != "" {
 			slog.Warn("collapse: "+msg, "iter", rec.Iter)
 		}
@@ -413,7 +444,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			st.Pos = 0
 		}
 		bar.Add(1)
-		bar.Describe(fmt.Sprintf("epoch %d loss %.4f %.0f ex/s", st.Epoch, loss, float64(examples)/time.Since(lastRecord).Seconds()))
+		bar.Describe(fmt.Sprintf("iter %d/%d epoch %d loss %.4f %.0f ex/s", st.Iter, totalIters, st.Epoch, loss, float64(examples)/time.Since(lastRecord).Seconds()))
 		if testHookStep != nil {
 			testHookStep(st.Iter)
 		}

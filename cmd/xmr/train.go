@@ -31,6 +31,10 @@ type trainOptions struct {
 
 var trainFlags trainOptions
 
+// trainFlagSet is the flag set of the last parse of xmr train's flags, for
+// runTrain to tell the flags given from the defaults.
+var trainFlagSet *flag.FlagSet
+
 func init() {
 	register(&command{
 		name:    "train",
@@ -47,14 +51,18 @@ func init() {
       --coco-annotations captions_train2014.json,captions_val2014.json --out runs/coco   # bottom-up files
 
 Writes DIR/last.safetensors (with optimiser state, for --resume),
-best-rsum.safetensors, best-ndcg.safetensors, metrics.csv, metrics.json,
-curves.png and config.yaml. One run at a time holds DIR (the lock file
-DIR/xmr.lock names its pid); a new run into a directory with another run's
-checkpoints needs --resume or --overwrite. Ctrl-C (SIGINT) or SIGTERM
-finishes the current step, saves last.safetensors, prints the command that
-continues the run and exits with status 130.`,
+best-rsum.safetensors, best-ndcg.safetensors (the best sum of the
+image-to-text and text-to-image NDCG, logged as ndcg_i2t and ndcg_t2i),
+metrics.csv, metrics.json, curves.png and config.yaml. One run at a time
+holds DIR (the lock file DIR/xmr.lock names its pid); a new run into a
+directory with another run's checkpoints needs --resume or --overwrite.
+--resume continues a run with its own config, on data of the same feature
+width. Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves
+last.safetensors, prints the command that continues the run and exits
+with status 130.`,
 		setFlags: func(fs *flag.FlagSet) {
-			fs.StringVar(&trainFlags.config, "config", "", "YAML config (see configs/); not needed with --resume")
+			trainFlagSet = fs
+			fs.StringVar(&trainFlags.config, "config", "", "YAML config (see configs/); not needed with --resume, which keeps the run's config (a different one is refused)")
 			fs.StringVar(&trainFlags.bert, "bert", "", "start the text encoder from this pretrained HuggingFace BERT `DIR` (config.json, vocab.txt, model.safetensors or pytorch_model.bin), overriding text-model.pretrain")
 			trainFlags.data.addTo(fs)
 			fs.StringVar(&trainFlags.out, "out", "", "run directory for checkpoints and metrics")
@@ -63,8 +71,8 @@ continues the run and exits with status 130.`,
 			fs.BoolVar(&trainFlags.overwrite, "overwrite", false, "start afresh in OUT even though it holds another run's checkpoints, removing them")
 			fs.DurationVar(&trainFlags.checkpointEvery, "checkpoint-every", 10*time.Minute, "also save OUT/last.safetensors after this much time without a save (0: only at validations)")
 			fs.IntVar(&trainFlags.checkpointIters, "checkpoint-iters", 0, "also save OUT/last.safetensors every N iterations (0: only at validations and by time)")
-			fs.IntVar(&trainFlags.maxIters, "max-iters", 0, "stop after this many iterations (0: the configured epochs)")
-			fs.IntVar(&trainFlags.valImages, "val-images", 1000, "dev images used for validation")
+			fs.IntVar(&trainFlags.maxIters, "max-iters", 0, "stop after this many iterations in all, those of earlier sessions of a resumed run included (0: the configured epochs)")
+			fs.IntVar(&trainFlags.valImages, "val-images", 1000, "dev images used for validation: the first N of the dev split (all of it when it has fewer)")
 			fs.StringVar(&trainFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
 		},
 		run: runTrain,
@@ -84,6 +92,24 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	if f.checkpointEvery < 0 || f.checkpointIters < 0 {
 		return usageErrorf("--checkpoint-every and --checkpoint-iters must not be negative")
+	}
+	switch {
+	case f.timeBudget < 0:
+		return usageErrorf("--time-budget %v: want a duration such as 10m, or 0 for no limit", f.timeBudget)
+	case f.maxIters < 0:
+		return usageErrorf("--max-iters %d: want a number of iterations, or 0 for the configured epochs", f.maxIters)
+	case f.valImages < 1:
+		return usageErrorf("--val-images %d: want a number of dev images, at least 1", f.valImages)
+	}
+	given := map[string]bool{}
+	if trainFlagSet != nil {
+		trainFlagSet.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	}
+	if given["config"] && f.config == "" {
+		return usageErrorf("--config is empty: give a YAML file or a built-in config name")
+	}
+	if f.resume && f.bert != "" {
+		return usageErrorf("--bert goes with --config, for a new run: a resumed run has its BERT in its checkpoint; drop --bert")
 	}
 	src, err := f.data.source()
 	if err != nil {
@@ -112,17 +138,19 @@ func runTrain(ctx context.Context, args []string) error {
 	default:
 		return usageErrorf("--config is required (or --resume)")
 	}
+	configName := ""
+	if f.resume && given["config"] {
+		// train.Run refuses a config that is not the run's.
+		configName = f.config
+	}
 	if f.bert != "" {
-		if f.config == "" {
-			return usageErrorf("--bert goes with --config: a resumed run has its BERT in its checkpoint")
-		}
 		if cfg.TextModel.Name != "bert" {
 			return usageErrorf("--bert: the config's text-model.name is %q, not bert", cfg.TextModel.Name)
 		}
 		cfg.TextModel.Pretrain = f.bert
 	}
 	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
-		Resume: f.resume, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
+		Resume: f.resume, ConfigName: configName, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
 		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters})
 	var intr *train.Interrupted
 	switch {
