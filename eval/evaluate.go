@@ -175,23 +175,15 @@ func Evaluate(sims *Matrix, opts Options) (*Report, error) {
 		}
 	}
 
-	fold := nImg
-	switch proto {
-	case ProtocolAll:
-	case Protocol5K:
-		if nImg != 5000 {
-			return nil, fmt.Errorf("evaluate: protocol 5k needs 5000 images, the matrix has %d (use protocol all)", nImg)
-		}
-	case Protocol1K:
-		fold = opts.foldImages
-		if fold == 0 {
-			fold = 1000
-		}
-		if nImg%fold != 0 {
-			return nil, fmt.Errorf("evaluate: protocol 1k splits the images into folds of %d; %d images is not a multiple of %d", fold, nImg, fold)
-		}
-	default:
-		return nil, fmt.Errorf("evaluate: unknown protocol %q", proto)
+	fold := opts.foldImages
+	if fold == 0 {
+		fold = 1000
+	}
+	if err := checkProtocol(proto, nImg, fold, "the matrix"); err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	if proto != Protocol1K {
+		fold = nImg
 	}
 
 	rep := &Report{
@@ -228,6 +220,36 @@ func Evaluate(sims *Matrix, opts Options) (*Report, error) {
 		rep.Folds = folds
 	}
 	return rep, nil
+}
+
+// CheckProtocol says whether the n images of what (e.g. "split test") can
+// be evaluated with protocol p (see Evaluate): 5k needs 5000 images, 1k a
+// multiple of 1000. Callers check it before the work that builds the
+// similarity matrix.
+func CheckProtocol(p Protocol, n int, what string) error {
+	return checkProtocol(p, n, 0, what)
+}
+
+// checkProtocol is CheckProtocol with folds of fold images for 1k (0:
+// 1000).
+func checkProtocol(p Protocol, n, fold int, what string) error {
+	if fold == 0 {
+		fold = 1000
+	}
+	switch p {
+	case ProtocolAll, "":
+	case Protocol5K:
+		if n != 5000 {
+			return fmt.Errorf("protocol 5k needs 5000 images, %s has %d (use protocol all)", what, n)
+		}
+	case Protocol1K:
+		if n == 0 || n%fold != 0 {
+			return fmt.Errorf("protocol 1k splits the images into folds of %d; %s has %d images, not a multiple of %d (use protocol all)", fold, what, n, fold)
+		}
+	default:
+		return fmt.Errorf("unknown protocol %q", p)
+	}
+	return nil
 }
 
 // meanNDCG averages per-query NDCG values, over the non-zero ones only when

@@ -348,7 +348,7 @@ func TestEvaluateErrors(t *testing.T) {
 		{"shape", NewMatrix(3, 14), Options{}, "shape (3, 14): 3 images need 15 captions"},
 		{"transposed", NewMatrix(15, 3), Options{}, "looks transposed"},
 		{"5k size", ok, Options{Protocol: Protocol5K}, "5k needs 5000 images, the matrix has 3"},
-		{"1k size", ok, Options{Protocol: Protocol1K}, "3 images is not a multiple of 1000"},
+		{"1k size", ok, Options{Protocol: Protocol1K}, "the matrix has 3 images, not a multiple of 1000"},
 		{"relevance shape", ok, Options{Relevances: []Relevance{{"rouge-l", NewMatrix(3, 15)}}}, "relevance rouge-l has shape (3, 15), want (15 captions, 3 images)"},
 		{"relevance -1", ok, Options{Relevances: []Relevance{{"spice", &Matrix{15, 3, append(make([]float32, 44), -1)}}}}, "relevance spice has -1 at [14, 2]"},
 		{"NaN", &Matrix{1, 5, []float32{0, 0, float32(math.NaN()), 0, 0}}, Options{}, "NaN at [0, 2]"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/progress"
 )
 
 // ModelOptions configure EvaluateModels.
@@ -24,6 +25,9 @@ type ModelOptions struct {
 	Grounding []data.Grounding
 	// Encode tunes the encoding (batch size, progress).
 	Encode *model.EncodeOptions
+	// Progress shows progress bars (or log lines off a terminal, see
+	// package progress) while the split is encoded and scored.
+	Progress bool
 }
 
 // ModelResult is what EvaluateModels measured and the material behind it.
@@ -46,14 +50,23 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	if len(models) == 0 {
 		return nil, fmt.Errorf("evaluate: no model")
 	}
+	if err := checkProtocol(o.Protocol, split.NumImages(), o.foldImages, "split "+split.Name); err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
 	res := &ModelResult{}
 	var sum []float32
-	for _, m := range models {
-		imgs, err := model.EncodeImages(ctx, m, split.Images, o.Encode)
+	for k, m := range models {
+		stage := func(s string) string {
+			if len(models) > 1 {
+				return fmt.Sprintf("model %d/%d: %s", k+1, len(models), s)
+			}
+			return s
+		}
+		imgs, err := encodeImages(ctx, m, split.Images, o, stage("encode images"))
 		if err != nil {
 			return nil, fmt.Errorf("split %s: %w", split.Name, err)
 		}
-		txts, err := model.EncodeTexts(ctx, m, split.Captions, o.Encode)
+		txts, err := encodeTexts(ctx, m, split.Captions, o, stage("encode captions"))
 		if err != nil {
 			return nil, fmt.Errorf("split %s: %w", split.Name, err)
 		}
@@ -61,7 +74,7 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 		if o.Scoring != "" {
 			s = o.Scoring
 		}
-		sims, err := model.ScoreMatrix(ctx, imgs, txts, s)
+		sims, err := scoreMatrix(ctx, imgs, txts, s, o.Progress, stage("score"))
 		if err != nil {
 			return nil, err
 		}
@@ -93,6 +106,79 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	}
 	res.Report = rep
 	return res, nil
+}
+
+// encodeImages encodes images with m, with a progress bar named desc when
+// o.Progress is set.
+func encodeImages(ctx context.Context, m model.Model, images model.ImageSource, o ModelOptions, desc string) (*model.Embeddings, error) {
+	eo, finish := encodeProgress(o, desc, images.Len(), "images")
+	defer finish()
+	return model.EncodeImages(ctx, m, images, eo)
+}
+
+// encodeTexts encodes captions with m, with a progress bar named desc when
+// o.Progress is set.
+func encodeTexts(ctx context.Context, m model.Model, captions []string, o ModelOptions, desc string) (*model.Embeddings, error) {
+	eo, finish := encodeProgress(o, desc, len(captions), "captions")
+	defer finish()
+	return model.EncodeTexts(ctx, m, captions, eo)
+}
+
+// encodeProgress returns o.Encode with its Progress hook also advancing a
+// progress bar of total units when o.Progress is set, and the function
+// that finishes the bar.
+func encodeProgress(o ModelOptions, desc string, total int, unit string) (*model.EncodeOptions, func()) {
+	if !o.Progress {
+		return o.Encode, func() {}
+	}
+	var eo model.EncodeOptions
+	if o.Encode != nil {
+		eo = *o.Encode
+	}
+	bar := progress.New(desc, int64(total), unit)
+	done, next := 0, eo.Progress
+	eo.Progress = func(d, n int) {
+		bar.Add(int64(d - done))
+		done = d
+		if next != nil {
+			next(d, n)
+		}
+	}
+	return &eo, bar.Finish
+}
+
+// scoreRows is how many images scoreMatrix scores at once: a multiple of
+// model.ScoreMatrix's blocks of 16 images (so that the blocks, and the
+// scores, are the same as in one call), and enough blocks to keep every
+// core busy.
+const scoreRows = 256
+
+// scoreMatrix is model.ScoreMatrix, run scoreRows images at a time with a
+// progress bar named desc when withBar is set. Global scoring, one fast
+// matrix product, runs at once: a product cut into rows may round
+// differently.
+func scoreMatrix(ctx context.Context, images, texts *model.Embeddings, s model.Scoring, withBar bool, desc string) ([]float32, error) {
+	ni, nt := images.Len(), texts.Len()
+	var bar *progress.Bar // nil: no bar
+	if withBar {
+		bar = progress.New(desc, int64(ni), "images")
+		defer bar.Finish()
+	}
+	rows := scoreRows
+	if s == model.Global {
+		rows = max(ni, 1)
+	}
+	out := make([]float32, 0, ni*nt)
+	for lo := 0; lo < ni; lo += rows {
+		hi := min(lo+rows, ni)
+		part, err := model.ScoreMatrix(ctx, images.Slice(lo, hi), texts, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part...)
+		bar.Add(int64(hi - lo))
+	}
+	return out, nil
 }
 
 // AlignmentScore is the word-region alignment accuracy of a model on

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
@@ -33,6 +36,7 @@ var evalFlags struct {
 	ndcgP          int
 	ndcgNonZeroI2T bool
 	json           bool
+	cpuProfile     string
 }
 
 func init() {
@@ -67,6 +71,7 @@ func init() {
 			fs.IntVar(&evalFlags.ndcgP, "ndcg-p", eval.DefaultNDCGAt, "NDCG cut-off p")
 			fs.BoolVar(&evalFlags.ndcgNonZeroI2T, "ndcg-nonzero-i2t", false, "average image-to-text NDCG over non-zero values only, as the official TERAN code does")
 			fs.BoolVar(&evalFlags.json, "json", false, "print all metrics as one JSON object")
+			fs.StringVar(&evalFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
 		},
 		run: runEval,
 	})
@@ -82,6 +87,23 @@ func runEval(ctx context.Context, args []string) error {
 	}
 	if evalFlags.ndcgP <= 0 {
 		return usageErrorf("--ndcg-p must be > 0, got %d", evalFlags.ndcgP)
+	}
+	// Refuse an output that cannot be written before the work, not after.
+	for _, o := range []struct{ flag, path string }{{"--out", evalFlags.out}, {"--save-sims", evalFlags.saveSims}} {
+		if err := checkOutputFile(o.path); err != nil {
+			return usageErrorf("%s: %v", o.flag, err)
+		}
+	}
+	if evalFlags.cpuProfile != "" {
+		pf, err := os.Create(evalFlags.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	switch {
 	case evalFlags.sims != "" && len(evalFlags.checkpoints) > 0:
@@ -124,6 +146,9 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 		return err
 	}
 	defer split.Close()
+	if err := eval.CheckProtocol(proto, split.NumImages(), "split "+f.split); err != nil {
+		return usageErrorf("--protocol: %v", err)
+	}
 	grounding, err := src.Grounding(f.split)
 	if err != nil {
 		return err
@@ -143,7 +168,7 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 		eval.LogImageInput(m, split)
 		models = append(models, m)
 	}
-	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Grounding: grounding}
+	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Grounding: grounding, Progress: true}
 	if opts.Relevances, err = relevanceFiles(split.NumCaptions(), split.NumImages()); err != nil {
 		return err
 	}
@@ -156,12 +181,16 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 	if err != nil {
 		return err
 	}
+	// The report first: a failure to write a file loses no result.
+	if err := writeReport(res.Report); err != nil {
+		return err
+	}
 	if f.saveSims != "" {
 		if err := atomicfile.Write(f.saveSims, func(w io.Writer) error { return eval.WriteNPY(w, res.Sims) }); err != nil {
-			return err
+			return fmt.Errorf("--save-sims: %w", err)
 		}
 	}
-	return writeReport(res.Report)
+	return nil
 }
 
 // stringList is a repeatable string flag.
@@ -206,6 +235,9 @@ func evaluateSims(source string, sims *eval.Matrix, proto eval.Protocol) error {
 	if err := eval.CheckSimilarity(sims, opts.CaptionsPerImage); err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}
+	if err := eval.CheckProtocol(proto, sims.Rows, source); err != nil {
+		return usageErrorf("--protocol: %v", err)
+	}
 	var err error
 	if opts.Relevances, err = relevanceFiles(sims.Cols, sims.Rows); err != nil {
 		return err
@@ -217,17 +249,51 @@ func evaluateSims(source string, sims *eval.Matrix, proto eval.Protocol) error {
 	return writeReport(rep)
 }
 
-// writeReport prints the report as a table or JSON, and writes --out.
+// writeReport prints the report as a table or JSON, then writes --out.
 func writeReport(rep *eval.Report) error {
+	var err error
+	if evalFlags.json {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		return err
+	}
 	if evalFlags.out != "" {
 		if err := atomicfile.Write(evalFlags.out, rep.WriteJSON); err != nil {
-			return err
+			return fmt.Errorf("--out: %w", err)
 		}
 	}
-	if evalFlags.json {
-		return rep.WriteJSON(stdout)
+	return nil
+}
+
+// checkOutputFile says why path cannot be written, if it cannot: its
+// directory is missing, not a directory or not writable, or path is a
+// directory. An empty path is fine (no output).
+func checkOutputFile(path string) error {
+	if path == "" {
+		return nil
 	}
-	return rep.WriteTable(stdout)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("cannot write %s: %s is not a directory", path, dir)
+	}
+	// The files are written to a temporary file in dir, then renamed:
+	// try one.
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // inSpace returns MEMBER checkpoint m (read from path) retrieving in space
