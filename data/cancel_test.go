@@ -8,30 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
+
+	"github.com/xmr-project/xmr/internal/countdown"
 )
-
-// countdown is a context whose Err reports context.Canceled from its
-// (n+1)-th call on: run with n = 0, 1, 2, ... it cancels a function at each
-// of its checks in turn.
-type countdown struct {
-	context.Context
-	left atomic.Int64
-}
-
-func newCountdown(n int) *countdown {
-	c := &countdown{Context: context.Background()}
-	c.left.Store(int64(n))
-	return c
-}
-
-func (c *countdown) Err() error {
-	if c.left.Add(-1) < 0 {
-		return context.Canceled
-	}
-	return nil
-}
 
 // cancelled returns a context that is already cancelled.
 func cancelled() context.Context {
@@ -98,7 +78,7 @@ func TestLoadCancelledAtEachCheck(t *testing.T) {
 	for _, tc := range loaders(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			for n := 0; ; n++ {
-				s, err := tc.load(newCountdown(n))
+				s, err := tc.load(countdown.New(n))
 				if err == nil {
 					s.Close()
 					if n < 2 {
@@ -123,7 +103,7 @@ func TestReadTSVCancelled(t *testing.T) {
 	writeFile(t, path, encodeTSV(tsvRec("1", 2, 4), tsvRec("2", 1, 4), tsvRec("3", 3, 4)))
 	for n := 0; n <= 5; n++ {
 		var seen []string
-		err := ReadTSV(newCountdown(n), path, func(r *TSVRecord) error {
+		err := ReadTSV(countdown.New(n), path, func(r *TSVRecord) error {
 			seen = append(seen, r.ImageID)
 			return nil
 		})
@@ -166,7 +146,7 @@ func TestWritePrecompCancelled(t *testing.T) {
 					}
 				}
 				before := dirContents(t, dir)
-				err := WritePrecomp(newCountdown(n), dir, next)
+				err := WritePrecomp(countdown.New(n), dir, next)
 				if err == nil {
 					if n < 3 {
 						t.Fatalf("succeeded after %d checks of the context", n)
@@ -257,7 +237,7 @@ func TestFiniteCheckParallel(t *testing.T) {
 		t.Errorf("cancelled: %v, want context.Canceled", err)
 	}
 	g := &Regions{N: 1, R: 1, D: n, Feat: f}
-	if err := checkFinite(newCountdown(1), g, true); !errors.Is(err, context.Canceled) {
+	if err := checkFinite(countdown.New(1), g, true); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled during the check: %v, want context.Canceled", err)
 	}
 }
@@ -267,7 +247,7 @@ func TestFiniteCheckParallel(t *testing.T) {
 func TestCtxWriter(t *testing.T) {
 	p := make([]byte, 2*ctxChunk+5) // never touched: no page is faulted in
 	var got counter
-	n, err := (&ctxWriter{ctx: newCountdown(2), w: &got}).Write(p)
+	n, err := (&ctxWriter{ctx: countdown.New(2), w: &got}).Write(p)
 	if n != 2*ctxChunk || got.n != n || got.calls != 2 || !errors.Is(err, context.Canceled) {
 		t.Fatalf("wrote %d (%d passed on in %d writes), error %v; want %d in 2 and context.Canceled", n, got.n, got.calls, err, 2*ctxChunk)
 	}

@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/internal/countdown"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/synth"
@@ -414,27 +414,6 @@ func TestBuildCancelled(t *testing.T) {
 	}
 }
 
-// countdown is a context whose Err reports context.Canceled from its
-// (n+1)-th call on: run with n = 0, 1, 2, ... it cancels a function at each
-// of its checks in turn. (Its Done channel never closes.)
-type countdown struct {
-	context.Context
-	left atomic.Int64
-}
-
-func newCountdown(n int) *countdown {
-	c := &countdown{Context: context.Background()}
-	c.left.Store(int64(n))
-	return c
-}
-
-func (c *countdown) Err() error {
-	if c.left.Add(-1) < 0 {
-		return context.Canceled
-	}
-	return nil
-}
-
 // dirState lists the files of dir with their sizes and modification times.
 func dirState(t *testing.T, dir string) []string {
 	t.Helper()
@@ -487,7 +466,7 @@ func TestOpenCancelled(t *testing.T) {
 				ix.Close()
 			}
 			for n := 0; ; n++ {
-				ix, err := Open(newCountdown(n), dir, tc.o)
+				ix, err := Open(countdown.New(n), dir, tc.o)
 				if err == nil {
 					ix.Close()
 					if n < tc.minChecks {
@@ -555,7 +534,7 @@ func TestWriterCancelled(t *testing.T) {
 			}
 			defer w.Abort()
 			before := dirState(t, dir)
-			if err := tc.add(newCountdown(tc.n), w); !errors.Is(err, context.Canceled) {
+			if err := tc.add(countdown.New(tc.n), w); !errors.Is(err, context.Canceled) {
 				t.Fatalf("error %v, want context.Canceled", err)
 			}
 			if after := dirState(t, dir); !slices.Equal(after, before) {

@@ -11,57 +11,10 @@ import (
 
 	"github.com/xmr-project/xmr/configs"
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/internal/dirstate"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/synth"
 )
-
-// fileState is what dirSnapshot records of a file.
-type fileState struct {
-	size  int64
-	mtime time.Time
-}
-
-// dirSnapshot records the names, sizes and modification times of the
-// files in dir, leaving out the lock file when skipLock: a run that takes
-// the directory's lock records its pid there.
-func dirSnapshot(t *testing.T, dir string, skipLock bool) map[string]fileState {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]fileState{}
-	for _, e := range entries {
-		if skipLock && e.Name() == lockfile.Name {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = fileState{fi.Size(), fi.ModTime()}
-	}
-	return out
-}
-
-// sameSnapshot fails t where after differs from before.
-func sameSnapshot(t *testing.T, before, after map[string]fileState) {
-	t.Helper()
-	for name, b := range before {
-		a, ok := after[name]
-		switch {
-		case !ok:
-			t.Errorf("%s was removed", name)
-		case a != b:
-			t.Errorf("%s changed: size %d -> %d, mtime %v -> %v", name, b.size, a.size, b.mtime, a.mtime)
-		}
-	}
-	for name := range after {
-		if _, ok := before[name]; !ok {
-			t.Errorf("%s was created", name)
-		}
-	}
-}
 
 // TestResumeChecks resumes a TERAN run with options that do not fit it: an
 // explicit config of another model, data of another feature width. Each is
@@ -106,7 +59,11 @@ func TestResumeChecks(t *testing.T) {
 			if o.MaxIters == 0 {
 				o.MaxIters = 3
 			}
-			before := dirSnapshot(t, out, c.skipLock)
+			var skip []string
+			if c.skipLock {
+				skip = []string{lockfile.Name}
+			}
+			before := dirstate.Of(t, out, skip...)
 			res, err := Run(context.Background(), o)
 			if c.want == nil {
 				if err != nil {
@@ -125,7 +82,7 @@ func TestResumeChecks(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			sameSnapshot(t, before, dirSnapshot(t, out, c.skipLock))
+			dirstate.Same(t, "the refused resume", before, dirstate.Of(t, out, skip...))
 		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
@@ -94,17 +93,11 @@ func runEval(ctx context.Context, args []string) error {
 			return usageErrorf("%s: %v", o.flag, err)
 		}
 	}
-	if evalFlags.cpuProfile != "" {
-		pf, err := os.Create(evalFlags.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(evalFlags.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	switch {
 	case evalFlags.sims != "" && len(evalFlags.checkpoints) > 0:
 		return usageErrorf("give --sims or --checkpoint, not both")

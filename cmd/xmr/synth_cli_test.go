@@ -1,11 +1,13 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/internal/dirstate"
+	"github.com/xmr-project/xmr/lockfile"
 )
 
 // TestSynthRefusesExisting checks that xmr synth never replaces a world or
@@ -49,40 +51,15 @@ func TestSynthRefusesExisting(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			c.prepare(t, dir)
-			before := listTree(t, dir)
+			before := dirstate.Of(t, dir, lockfile.Name)
 			args := append([]string{"synth", "-n", "40", "--seed", "2", "--dim", "8", "--regions", "6", "--no-images", "--out", dir}, c.args...)
 			_, stderr, code := run(t, args...)
 			if code != c.code || !strings.Contains(stderr, c.stderr) {
 				t.Fatalf("exit %d, stderr %q; want exit %d with %q", code, stderr, c.code, c.stderr)
 			}
 			if code != 0 {
-				if after := listTree(t, dir); after != before {
-					t.Fatalf("a refused run changed the directory:\nbefore %s\nafter  %s", before, after)
-				}
+				dirstate.Same(t, "a refused run", before, dirstate.Of(t, dir, lockfile.Name))
 			}
 		})
 	}
-}
-
-// listTree lists the files under dir with their sizes and modification
-// times (the lock file left out).
-func listTree(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.Name() == "xmr.lock" {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		b.WriteString(rel + " " + info.ModTime().String() + " " + fmt.Sprint(info.Size()) + "\n")
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
 }

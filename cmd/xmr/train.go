@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -115,17 +113,11 @@ func runTrain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var cfg train.Config
 	switch {
 	case f.config != "":

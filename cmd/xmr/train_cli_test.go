@@ -2,40 +2,15 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/xmr-project/xmr/internal/dirstate"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/synth"
 )
-
-// runDirState records the names, sizes and modification times of the files
-// of a run directory, the lock file left out when skipLock (a run that
-// takes the directory's lock records its pid there).
-func runDirState(t *testing.T, dir string, skipLock bool) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, e := range entries {
-		if skipLock && e.Name() == lockfile.Name {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = fmt.Sprintf("%d bytes, modified %s", fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
-	}
-	return out
-}
 
 // trainDone returns the count of the "train done" log line in stderr.
 func trainDone(t *testing.T, stderr string) string {
@@ -95,7 +70,11 @@ func TestTrainResumeCLI(t *testing.T) {
 	}
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
-			before := runDirState(t, runDir, c.skipLock)
+			var skip []string
+			if c.skipLock {
+				skip = []string{lockfile.Name}
+			}
+			before := dirstate.Of(t, runDir, skip...)
 			args := append([]string{"train", "--out", runDir, "--resume", "--max-iters", "4", "--val-images", "50"}, c.args...)
 			_, stderr, code := run(t, args...)
 			if code != 1 {
@@ -109,15 +88,7 @@ func TestTrainResumeCLI(t *testing.T) {
 			if strings.Contains(stderr, "tensor.") || strings.Contains(stderr, "feat-dim set from the data") {
 				t.Errorf("stderr shows the run starting:\n%s", stderr)
 			}
-			after := runDirState(t, runDir, c.skipLock)
-			if len(after) != len(before) {
-				t.Errorf("files %v, were %v", after, before)
-			}
-			for name, b := range before {
-				if after[name] != b {
-					t.Errorf("%s changed: %s -> %s", name, b, after[name])
-				}
-			}
+			dirstate.Same(t, "the refused resume", before, dirstate.Of(t, runDir, skip...))
 		})
 	}
 
