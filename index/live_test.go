@@ -7,7 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/model"
 )
 
 // TestLive follows an index directory through an append, an overwrite
@@ -17,12 +19,7 @@ import (
 // service. A server on a plain Index kept answering from the generation
 // it opened, and after a second build its catalogue rows were gone.
 func TestLive(t *testing.T) {
-	defer func(d time.Duration) { LiveCheckEvery = d }(LiveCheckEvery)
-	LiveCheckEvery = 0
-	ctx := context.Background()
-	s := loadTest(t)
-	m := testModel(t, "teran", 3, s.Captions)
-	dir := filepath.Join(t.TempDir(), "live.idx")
+	ctx, s, m, dir := liveSetup(t)
 	build := func(lo, hi int, mode Mode) {
 		t.Helper()
 		if _, err := Build(ctx, dir, m, collectionOf(s, lo, hi), &BuildOptions{Mode: mode}); err != nil {
@@ -93,12 +90,7 @@ func TestLive(t *testing.T) {
 // publish (run with -race): every search succeeds, and the last ones see
 // the whole index.
 func TestLiveConcurrent(t *testing.T) {
-	defer func(d time.Duration) { LiveCheckEvery = d }(LiveCheckEvery)
-	LiveCheckEvery = 0
-	ctx := context.Background()
-	s := loadTest(t)
-	m := testModel(t, "teran", 3, s.Captions)
-	dir := filepath.Join(t.TempDir(), "live.idx")
+	ctx, s, m, dir := liveSetup(t)
 	if _, err := Build(ctx, dir, m, collectionOf(s, 0, 10), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -144,4 +136,16 @@ func TestLiveConcurrent(t *testing.T) {
 	if ni, nc := l.Len(); ni != 40 || nc != 200 {
 		t.Fatalf("Len = %d, %d after the appends, want 40, 200", ni, nc)
 	}
+}
+
+// liveSetup makes every call check the manifest (for the test's
+// duration) and returns the test split, a model and the index directory
+// to build.
+func liveSetup(t *testing.T) (context.Context, *data.Split, model.Model, string) {
+	t.Helper()
+	d := LiveCheckEvery
+	t.Cleanup(func() { LiveCheckEvery = d })
+	LiveCheckEvery = 0
+	s := loadTest(t)
+	return context.Background(), s, testModel(t, "teran", 3, s.Captions), filepath.Join(t.TempDir(), "live.idx")
 }
