@@ -154,20 +154,18 @@ func encodeProgress(o ModelOptions, desc string, total int, unit string) (*model
 const scoreRows = 256
 
 // scoreMatrix is model.ScoreMatrix, run scoreRows images at a time with a
-// progress bar named desc when withBar is set. Global scoring, one fast
-// matrix product, runs at once: a product cut into rows may round
+// progress bar named desc when withBar is set (training's validation, which
+// shows no bar, scores in one call). Global scoring, one fast matrix
+// product, always runs at once: a product cut into rows may round
 // differently.
 func scoreMatrix(ctx context.Context, images, texts *model.Embeddings, s model.Scoring, withBar bool, desc string) ([]float32, error) {
 	ni, nt := images.Len(), texts.Len()
-	var bar *progress.Bar // nil: no bar
-	if withBar {
-		bar = progress.New(desc, int64(ni), "images")
-		defer bar.Finish()
+	if !withBar || s == model.Global {
+		return model.ScoreMatrix(ctx, images, texts, s)
 	}
+	bar := progress.New(desc, int64(ni), "images")
+	defer bar.Finish()
 	rows := scoreRows
-	if s == model.Global {
-		rows = max(ni, 1)
-	}
 	out := make([]float32, 0, ni*nt)
 	for lo := 0; lo < ni; lo += rows {
 		hi := min(lo+rows, ni)

@@ -32,7 +32,6 @@ type Live struct {
 	stamp      manifestStamp
 	checked    time.Time
 	failed     manifestStamp // the stamp of a manifest that failed to open
-	now        func() time.Time
 	closed     bool
 	refreshing bool // a call is opening a new generation
 	reopened   int  // generations opened after the first (for tests)
@@ -77,7 +76,7 @@ func OpenLive(ctx context.Context, dir string, o *OpenOptions) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Live{dir: dir, opts: o, cur: &generation{ix: ix}, stamp: stamp, checked: time.Now(), now: time.Now}, nil
+	return &Live{dir: dir, opts: o, cur: &generation{ix: ix}, stamp: stamp, checked: time.Now()}, nil
 }
 
 // acquire returns the generation a call runs on. When a check is due it
@@ -89,7 +88,7 @@ func (l *Live) acquire(ctx context.Context) (*generation, error) {
 		l.mu.Unlock()
 		return nil, errors.New("index: closed")
 	}
-	now := l.now()
+	now := time.Now()
 	due := !l.refreshing && now.Sub(l.checked) >= LiveCheckEvery
 	if due {
 		l.checked, l.refreshing = now, true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/configs"
+	"gopkg.in/yaml.v3"
 )
 
 // storedRun reads the training config and the loop state that f, a run's
@@ -79,48 +80,62 @@ func configDiff(given, stored Config) []string {
 	if given.TextModel.Pretrain != "" {
 		given.TextModel = stored.TextModel
 	}
-	a, b := flatYAML(given.Marshal()), flatYAML(stored.Marshal())
+	a, b := flatConfig(given), flatConfig(stored)
 	var diff []string
-	for _, kv := range a {
-		if v, ok := lookup(b, kv[0]); !ok || v != kv[1] {
+	for _, kv := range a.pairs {
+		if v, ok := b.values[kv[0]]; !ok || v != kv[1] {
 			diff = append(diff, kv[0])
 		}
 	}
-	for _, kv := range b {
-		if _, ok := lookup(a, kv[0]); !ok {
+	for _, kv := range b.pairs {
+		if _, ok := a.values[kv[0]]; !ok {
 			diff = append(diff, kv[0])
 		}
 	}
 	return diff
 }
 
-// flatYAML turns the two-level YAML of Config.Marshal into (section.key,
-// value) pairs in their order.
-func flatYAML(y string) [][2]string {
-	var out [][2]string
-	section := ""
-	for _, line := range strings.Split(y, "\n") {
-		trimmed := strings.TrimSpace(line)
-		if trimmed == "" {
-			continue
-		}
-		key, val, _ := strings.Cut(trimmed, ":")
-		if line == trimmed { // a section
-			section = key
-			continue
-		}
-		out = append(out, [2]string{section + "." + key, strings.TrimSpace(val)})
-	}
-	return out
+// flatKeys is a config as (dotted key, value) pairs in the order of its
+// YAML, and the same as a map.
+type flatKeys struct {
+	pairs  [][2]string
+	values map[string]string
 }
 
-func lookup(kvs [][2]string, key string) (string, bool) {
-	for _, kv := range kvs {
-		if kv[0] == key {
-			return kv[1], true
-		}
+// flatConfig flattens the YAML of c.Marshal into dotted keys
+// ("model.name"); a value that is not a mapping (a scalar, a list) is
+// compared as its YAML text.
+func flatConfig(c Config) flatKeys {
+	f := flatKeys{values: map[string]string{}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(c.Marshal()), &doc); err != nil || len(doc.Content) == 0 {
+		// Marshal's own output always parses; keep the whole text as one
+		// value so that configs still compare.
+		f.add("config", c.Marshal())
+		return f
 	}
-	return "", false
+	f.walk(doc.Content[0], "")
+	return f
+}
+
+func (f *flatKeys) walk(n *yaml.Node, prefix string) {
+	if n.Kind != yaml.MappingNode {
+		b, _ := yaml.Marshal(n)
+		f.add(prefix, strings.TrimSpace(string(b)))
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key := n.Content[i].Value
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		f.walk(n.Content[i+1], key)
+	}
+}
+
+func (f *flatKeys) add(key, value string) {
+	f.pairs = append(f.pairs, [2]string{key, value})
+	f.values[key] = value
 }
 
 // builtinNames returns the names of the built-in configs that cfg is (up
