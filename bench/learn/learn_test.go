@@ -67,7 +67,13 @@ func TestTrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d iterations, %s: rsum %.1f", o.Iters, o.Stopped, o.Metrics.RSum)
-	if o.Iters == 0 || o.Stopped != "time budget" || o.Metrics.RSum <= 0 || o.Metrics.RSum > 600 {
+	// Which comes first, the budget or early stopping, depends on the
+	// CPU's speed (a fast one reaches patience inside 3 s): either is a
+	// run that ended as it should, and nothing else is.
+	if o.Stopped != "time budget" && !strings.HasPrefix(o.Stopped, "early stop") {
+		t.Errorf("stopped by %q, want the time budget or early stopping", o.Stopped)
+	}
+	if o.Iters == 0 || o.Metrics.RSum <= 0 || o.Metrics.RSum > 600 {
 		t.Errorf("outcome %+v", o)
 	}
 	if _, ok := o.Metrics.NDCG["rouge-l"]; !ok {
