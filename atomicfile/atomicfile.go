@@ -6,19 +6,28 @@
 // Write and WriteBytes do it all in one call. Create returns a File for
 // writers that stream their output and give several files their final
 // names together: Close each, then Commit each.
+//
+// A destination that exists and is not a regular file is never replaced:
+// a FIFO or a terminal (IsStream) is written directly, as a stream, and
+// anything else (a device node such as /dev/null, a socket, a directory) is
+// refused.
 package atomicfile
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Write creates path atomically with the bytes that write produces. If write
 // returns an error, the destination is left untouched and the temporary file
-// is removed.
+// is removed. A stream destination (IsStream) is written directly: what
+// write produced before an error has reached it.
 func Write(path string, write func(w io.Writer) error) (err error) {
 	f, err := Create(path)
 	if err != nil {
@@ -46,22 +55,108 @@ func WriteBytes(path string, b []byte) error {
 // File is a file being written atomically. What is written goes, buffered,
 // to a temporary file beside the destination; Close makes it durable and
 // Commit renames it into place. Until Commit the destination is untouched,
-// and Abort removes the temporary file.
+// and Abort removes the temporary file. A File on a stream (IsStream)
+// writes to the destination itself: Close flushes and closes it, Commit
+// does nothing more, and Abort only closes it.
 type File struct {
-	path     string
+	path     string // as given
+	dest     string // what is replaced: path, or the file its link names
 	tmp      *os.File
 	w        *bufio.Writer
+	stream   bool
 	closed   bool
 	closeErr error
 }
 
-// Create starts writing path atomically.
+// Create starts writing path atomically. If path exists and is a FIFO or a
+// terminal, it is opened for writing as a stream; a FIFO that no process
+// has open for reading is an error, not a wait. If it exists and is any
+// other kind of file but a regular one, Create refuses it: a device node,
+// a socket or a directory is never replaced by a regular file.
+//
+// A symbolic link to a regular file is written through: the file it names
+// is replaced and the link is kept (as /dev/stdout, a link, names the file
+// that standard output was redirected to).
 func Create(path string) (*File, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	dest := path
+	if fi, err := os.Stat(path); err == nil {
+		if !fi.Mode().IsRegular() {
+			if !IsStream(fi) {
+				return nil, fmt.Errorf("write %s: %w", path, &NotRegularError{Path: path, Mode: fi.Mode()})
+			}
+			return openStream(path, fi)
+		}
+		if lfi, err := os.Lstat(path); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+			if dest, err = filepath.EvalSymlinks(path); err != nil {
+				return nil, fmt.Errorf("write %s: %w", path, err)
+			}
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	return &File{path: path, tmp: tmp, w: bufio.NewWriterSize(tmp, 1<<20)}, nil
+	return &File{path: path, dest: dest, tmp: tmp, w: bufio.NewWriterSize(tmp, 1<<20)}, nil
+}
+
+// openStream opens the FIFO or terminal path for writing, without waiting
+// for a reader.
+func openStream(path string, fi fs.FileInfo) (*File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		if fi.Mode()&fs.ModeNamedPipe != 0 && errors.Is(err, syscall.ENXIO) {
+			return nil, fmt.Errorf("write %s: no process has this FIFO open for reading: start the reader first", path)
+		}
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return &File{path: path, tmp: f, w: bufio.NewWriterSize(f, 1<<16), stream: true}, nil
+}
+
+// IsStream reports whether fi, the information of an existing destination,
+// is a FIFO or a terminal: such a destination is written directly, as a
+// stream, since replacing it would break the pipe or the terminal.
+func IsStream(fi fs.FileInfo) bool {
+	m := fi.Mode()
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return true
+	case m&fs.ModeDevice != 0 && m&fs.ModeCharDevice != 0:
+		return isTerminal(fi)
+	}
+	return false
+}
+
+// NotRegularError is the error of a destination that exists and is
+// neither a regular file nor a stream: it is refused, not replaced.
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file: refusing to replace it", e.Path, Describe(e.Mode))
+}
+
+// Describe names the kind of file of mode m, with an article: "a regular
+// file", "a directory", "a character device", ...
+func Describe(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "not a regular file"
 }
 
 // Name returns the destination path.
@@ -83,7 +178,17 @@ func (f *File) Close() error {
 
 func (f *File) finish() error {
 	if err := f.w.Flush(); err != nil {
+		if f.stream {
+			f.tmp.Close()
+		}
 		return fmt.Errorf("write %s: %w", f.path, err)
+	}
+	if f.stream {
+		// A pipe or a terminal cannot be synced; closing it is all.
+		if err := f.tmp.Close(); err != nil {
+			return fmt.Errorf("close %s: %w", f.path, err)
+		}
+		return nil
 	}
 	if err := f.tmp.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", f.path, err)
@@ -98,15 +203,18 @@ func (f *File) finish() error {
 }
 
 // Commit closes the file if needed, renames it over the destination and
-// syncs the directory.
+// syncs the directory. On a stream it only closes it.
 func (f *File) Commit() error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.tmp.Name(), f.path); err != nil {
+	if f.stream {
+		return nil
+	}
+	if err := os.Rename(f.tmp.Name(), f.dest); err != nil {
 		return fmt.Errorf("rename into %s: %w", f.path, err)
 	}
-	if err := SyncDir(filepath.Dir(f.path)); err != nil {
+	if err := SyncDir(filepath.Dir(f.dest)); err != nil {
 		return fmt.Errorf("%s is in place, but: %w", f.path, err)
 	}
 	return nil
@@ -127,8 +235,11 @@ func SyncDir(dir string) error {
 }
 
 // Abort closes and removes the temporary file, leaving the destination as
-// it was. It does nothing after a successful Commit.
+// it was. It does nothing after a successful Commit. On a stream it closes
+// it: what was written has reached the reader.
 func (f *File) Abort() {
 	f.tmp.Close()
-	os.Remove(f.tmp.Name())
+	if !f.stream {
+		os.Remove(f.tmp.Name())
+	}
 }

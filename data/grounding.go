@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // GroundedWord is a caption word with the regions it refers to.
@@ -36,6 +37,10 @@ type Grounding struct {
 	Caption int            `json:"caption"`
 	Image   int            `json:"image"`
 	Words   []GroundedWord `json:"words"`
+
+	// Where ReadGrounding read the record, for CheckGrounding's errors.
+	file string
+	line int
 }
 
 // LoadGrounding reads dir/{split}_align.jsonl, one JSON object per caption
@@ -75,10 +80,44 @@ func ReadGrounding(r io.Reader, name string) ([]Grounding, error) {
 				return nil, fmt.Errorf("%s line %d: word %q has index %d region %d, want non-negative", name, line, w.Word, w.Index, w.Region)
 			}
 		}
+		g.file, g.line = name, line
 		out = append(out, g)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
+}
+
+// CheckGrounding checks ground truth against the split it describes: at
+// most one record per caption, and in each record an image of the split,
+// word indices within the caption's words and regions within the R region
+// slots. A record out of range is an error naming its file and line (it
+// was skipped without a word, and the alignment accuracy then counted
+// fewer words than the file holds).
+func CheckGrounding(gs []Grounding, s *Split) error {
+	if len(gs) > s.NumCaptions() {
+		g := gs[s.NumCaptions()]
+		return fmt.Errorf("%s line %d: caption %d, but split %s has %d captions", g.file, g.line, g.Caption, s.Name, s.NumCaptions())
+	}
+	for c, g := range gs {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%s line %d: caption %d: %s", g.file, g.line, c, fmt.Sprintf(format, args...))
+		}
+		if g.Image < 0 || g.Image >= s.NumImages() {
+			return bad("image %d is outside the %d images of split %s", g.Image, s.NumImages(), s.Name)
+		}
+		words := len(strings.Fields(s.Captions[c]))
+		for _, w := range g.Words {
+			if w.Index >= words {
+				return bad("word %q has index %d, the caption has %d words", w.Word, w.Index, words)
+			}
+			for _, r := range w.Correct() {
+				if r < 0 || r >= s.Images.R {
+					return bad("word %q has region %d, outside the %d region slots of split %s", w.Word, r, s.Images.R, s.Name)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -287,6 +287,22 @@ func TestPrecompErrors(t *testing.T) {
 			[]string{"test_caps.txt: line 3: blank caption; every line must hold one caption"}},
 		{"blank captions", map[string][]byte{"test_caps.txt": []byte("a\n \t\r\nc\n\n\ne\n"), "test_ims.npy": feats(1, 1, 1, 0, -1)},
 			[]string{"test_caps.txt: line 2: blank caption (and 2 more blank lines, the last at line 5)"}},
+		// SCAN's one-row-per-caption layout with a zero dimension divided
+		// by zero; the image-per-row layout is refused the same way.
+		{"scan no regions", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyOf([]int{5, 0, 4}, nil)},
+			[]string{"test_ims.npy: shape (5,0,4) has 0 regions per image"}},
+		{"scan no dims", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyOf([]int{5, 4, 0}, nil)},
+			[]string{"test_ims.npy: shape (5,4,0) has 0 feature dimensions"}},
+		{"scan global no dims", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyOf([]int{5, 0}, nil)},
+			[]string{"test_ims.npy: shape (5,0) has 0 feature dimensions"}},
+		{"no regions", map[string][]byte{"test_caps.txt": caps(10), "test_ims.npy": npyOf([]int{2, 0, 4}, nil)},
+			[]string{"test_ims.npy: shape (2,0,4) has 0 regions per image"}},
+		{"boxes far out", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": feats(1, 1, 1, 0, -1),
+			"test_boxes.npy": npyOf([]int{1, 1, 4}, []float32{0, 0, 1e30, 10}), "test_sizes.npy": npyOf([]int{1, 2}, []float32{640, 480})},
+			[]string{"test_boxes.npy: image 0 region 0 coordinate 2 is 1e+30", "test_sizes.npy"}},
+		{"boxes negative", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": feats(1, 1, 1, 0, -1),
+			"test_boxes.npy": npyOf([]int{1, 1, 4}, []float32{0, -500, 10, 10}), "test_sizes.npy": npyOf([]int{1, 2}, []float32{640, 480})},
+			[]string{"test_boxes.npy: image 0 region 0 coordinate 1 is -500"}},
 		{"missing split", map[string][]byte{"train_caps.txt": caps(5), "dev_caps.txt": caps(5)},
 			[]string{"test_caps.txt", "no such file", "the splits in", "are dev, train"}},
 	}

@@ -161,8 +161,11 @@ func Evaluate(sims *Matrix, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	nImg, nCap := sims.Rows, sims.Cols
-	if i, ok := firstNaN(sims.Data); ok {
-		return nil, fmt.Errorf("evaluate: similarity matrix has NaN at [%d, %d]", i/nCap, i%nCap)
+	// A NaN has no rank; an infinity ranks but is no similarity (an
+	// all-+Inf matrix gave rsum 100: every tie resolved in the ground
+	// truth's favour).
+	if i, ok := firstNonFinite(sims.Data); ok {
+		return nil, fmt.Errorf("evaluate: similarity matrix has %v at [%d, %d] (image %d, caption %d): want finite similarities", sims.Data[i], i/nCap, i%nCap, i/nCap, i%nCap)
 	}
 	seen := map[string]bool{}
 	for _, r := range opts.Relevances {
@@ -352,9 +355,9 @@ func checkRelevance(r Relevance, nCap, nImg int) error {
 	return nil
 }
 
-func firstNaN(v []float32) (int, bool) {
+func firstNonFinite(v []float32) (int, bool) {
 	for i, x := range v {
-		if math.IsNaN(float64(x)) {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 			return i, true
 		}
 	}

@@ -339,6 +339,7 @@ func TestProtocolsDiffer(t *testing.T) {
 
 func TestEvaluateErrors(t *testing.T) {
 	ok := NewMatrix(3, 15)
+	inf := float32(math.Inf(1))
 	tests := []struct {
 		name string
 		sims *Matrix
@@ -352,6 +353,9 @@ func TestEvaluateErrors(t *testing.T) {
 		{"relevance shape", ok, Options{Relevances: []Relevance{{"rouge-l", NewMatrix(3, 15)}}}, "relevance rouge-l has shape (3, 15), want (15 captions, 3 images)"},
 		{"relevance -1", ok, Options{Relevances: []Relevance{{"spice", &Matrix{15, 3, append(make([]float32, 44), -1)}}}}, "relevance spice has -1 at [14, 2]"},
 		{"NaN", &Matrix{1, 5, []float32{0, 0, float32(math.NaN()), 0, 0}}, Options{}, "NaN at [0, 2]"},
+		{"+Inf", &Matrix{1, 5, []float32{0, 0, 0, float32(math.Inf(1)), 0}}, Options{}, "+Inf at [0, 3]"},
+		{"all +Inf", &Matrix{1, 5, []float32{inf, inf, inf, inf, inf}}, Options{}, "+Inf at [0, 0] (image 0, caption 0): want finite"},
+		{"-Inf", &Matrix{1, 5, []float32{0, -inf, 0, 0, 0}}, Options{}, "-Inf at [0, 1]"},
 		{"protocol", ok, Options{Protocol: "2k"}, "unknown protocol"},
 	}
 	for _, tc := range tests {

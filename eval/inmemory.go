@@ -37,10 +37,14 @@ func RelevanceMatrices(ctx context.Context, captions []string, perImage int) ([]
 			go func(lo, hi int) {
 				defer wg.Done()
 				if rs, ok := sc.(RowScorer); ok {
-					rs.ScoreRows(lo, hi, m.Data[lo*nImg:hi*nImg])
+					// An error is ctx's, checked after Wait.
+					_ = rs.ScoreRows(ctx, lo, hi, m.Data[lo*nImg:hi*nImg])
 					return
 				}
 				for i := lo; i < hi; i++ {
+					if ctx.Err() != nil {
+						return
+					}
 					row := m.Row(i)
 					for j := range row {
 						row[j] = sc.Score(i, j)

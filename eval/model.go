@@ -19,6 +19,10 @@ type ModelOptions struct {
 	// Scoring overrides the models' own scorings when set (e.g. "TERN MrSw
 	// Test" scores a TERN with model.MrSw).
 	Scoring model.Scoring
+	// Compat, when set, scores under that convention rather than xmr's:
+	// model.CompatOfficial reproduces the official TERAN evaluation's
+	// scores (see CheckCompat for the models and splits it accepts).
+	Compat model.Compat
 	// Grounding is the split's word-region ground truth (see
 	// data.LoadGrounding); with it, a single model's word-region alignment
 	// accuracy is measured (when it has region and word vectors: not SEAM).
@@ -53,6 +57,20 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	if err := checkProtocol(o.Protocol, split.NumImages(), o.foldImages, "split "+split.Name); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
+	if err := data.CheckGrounding(o.Grounding, split); err != nil {
+		return nil, fmt.Errorf("evaluate: grounding: %w", err)
+	}
+	if o.Compat != model.CompatNone {
+		for k, m := range models {
+			s := m.Scoring()
+			if o.Scoring != "" {
+				s = o.Scoring
+			}
+			if err := CheckCompat(m, s, split, o.Compat); err != nil {
+				return nil, fmt.Errorf("evaluate: model %d: %w", k+1, err)
+			}
+		}
+	}
 	res := &ModelResult{}
 	var sum []float32
 	for k, m := range models {
@@ -74,7 +92,7 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 		if o.Scoring != "" {
 			s = o.Scoring
 		}
-		sims, err := scoreMatrix(ctx, imgs, txts, s, o.Progress, stage("score"))
+		sims, err := scoreMatrix(ctx, imgs, txts, s, o.Compat, o.Progress, stage("score"))
 		if err != nil {
 			return nil, err
 		}
@@ -153,15 +171,19 @@ func encodeProgress(o ModelOptions, desc string, total int, unit string) (*model
 // core busy.
 const scoreRows = 256
 
-// scoreMatrix is model.ScoreMatrix, run scoreRows images at a time with a
-// progress bar named desc when withBar is set (training's validation, which
-// shows no bar, scores in one call). Global scoring, one fast matrix
-// product, always runs at once: a product cut into rows may round
-// differently.
-func scoreMatrix(ctx context.Context, images, texts *model.Embeddings, s model.Scoring, withBar bool, desc string) ([]float32, error) {
+// scoreMatrix is model.ScoreMatrixCompat, run scoreRows images at a time
+// with a progress bar named desc when withBar is set (training's
+// validation, which shows no bar, scores in one call). Global scoring, one
+// fast matrix product, always runs at once: a product cut into rows may
+// round differently.
+func scoreMatrix(ctx context.Context, images, texts *model.Embeddings, s model.Scoring, c model.Compat, withBar bool, desc string) ([]float32, error) {
 	ni, nt := images.Len(), texts.Len()
+	// Check all of it first, so that errors name the image of the split.
+	if err := model.CheckCompat(images, texts, s, c); err != nil {
+		return nil, err
+	}
 	if !withBar || s == model.Global {
-		return model.ScoreMatrix(ctx, images, texts, s)
+		return model.ScoreMatrixCompat(ctx, images, texts, s, c)
 	}
 	bar := progress.New(desc, int64(ni), "images")
 	defer bar.Finish()
@@ -169,7 +191,7 @@ func scoreMatrix(ctx context.Context, images, texts *model.Embeddings, s model.S
 	out := make([]float32, 0, ni*nt)
 	for lo := 0; lo < ni; lo += rows {
 		hi := min(lo+rows, ni)
-		part, err := model.ScoreMatrix(ctx, images.Slice(lo, hi), texts, s)
+		part, err := model.ScoreMatrixCompat(ctx, images.Slice(lo, hi), texts, s, c)
 		if err != nil {
 			return nil, err
 		}

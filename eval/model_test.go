@@ -143,7 +143,7 @@ func TestScoreMatrixInRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, bar := range []bool{false, true} {
-			got, err := scoreMatrix(context.Background(), imgs, txts, s, bar, "score")
+			got, err := scoreMatrix(context.Background(), imgs, txts, s, model.CompatNone, bar, "score")
 			if err != nil {
 				t.Fatal(err)
 			}

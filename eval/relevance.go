@@ -39,10 +39,12 @@ type Scorer interface{ Score(i, j int) float32 }
 // of the relevance matrix faster than pair by pair; ComputeRelevance uses
 // it when present. ScoreRows must write Score(i, j) to
 // out[(i-i0)*nImages+j] for i in [i0, i1) and every image j, and be safe
-// for concurrent calls on disjoint rows.
+// for concurrent calls on disjoint rows. It checks ctx often enough to stop
+// within a fraction of a second, however long the captions, and then
+// returns ctx's error with out partly written.
 type RowScorer interface {
 	Scorer
-	ScoreRows(i0, i1 int, out []float32)
+	ScoreRows(ctx context.Context, i0, i1 int, out []float32) error
 }
 
 var (
@@ -244,7 +246,12 @@ func ComputeRelevance(ctx context.Context, m Metric, captions []string, perImage
 				}
 				buf = buf[:(i1-i0)*nImg]
 				if fast {
-					rs.ScoreRows(i0, i1, buf)
+					// A chunk cut short by the context (the only error) is
+					// dropped, never written.
+					if rs.ScoreRows(wctx, i0, i1, buf) != nil {
+						<-tokens
+						return
+					}
 					bar.Add(int64(i1-i0) * int64(nImg))
 				} else {
 					for i := i0; i < i1; i++ {

@@ -76,11 +76,11 @@ func (s *cancelScorer) Score(i, j int) float32 {
 	return s.s.Score(i, j)
 }
 
-func (s *cancelScorer) ScoreRows(i0, i1 int, out []float32) {
+func (s *cancelScorer) ScoreRows(ctx context.Context, i0, i1 int, out []float32) error {
 	if s.count.Add(int64(i1-i0)) >= s.c.after {
 		s.c.cancel()
 	}
-	s.s.ScoreRows(i0, i1, out)
+	return s.s.ScoreRows(ctx, i0, i1, out)
 }
 
 type pairOnly struct{ s Scorer }

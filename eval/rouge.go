@@ -34,16 +34,28 @@ func RougeL(candidate string, refs []string) float64 {
 	var acc rougeAcc
 	for _, r := range refs {
 		t := RougeLTokens(r)
-		acc.add(lcsDP(c, t), len(t))
+		n, _ := lcsDP(context.Background(), c, t)
+		acc.add(n, len(t))
 	}
 	return acc.fscore(len(c))
 }
 
+// lcsCheckCells is how many cells of the dynamic programming table lcsDP
+// fills between two checks of its context: about a millisecond of work.
+const lcsCheckCells = 1 << 20
+
 // lcsDP is the textbook O(len(a) len(b)) longest common subsequence length.
-func lcsDP[T comparable](a, b []T) int {
+// Two captions of a megabyte each make a table of 10^11 cells, so it checks
+// ctx about every lcsCheckCells cells and returns ctx's error once ctx is
+// done.
+func lcsDP[T comparable](ctx context.Context, a, b []T) (int, error) {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
+	every := max(1, lcsCheckCells/max(1, len(b)))
 	for i := range a {
+		if i%every == every-1 && ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
 		for j := range b {
 			if a[i] == b[j] {
 				cur[j+1] = prev[j] + 1
@@ -53,7 +65,7 @@ func lcsDP[T comparable](a, b []T) int {
 		}
 		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return prev[len(b)], nil
 }
 
 // lcsBits returns the LCS length of a and a pattern b of at most 64 symbols
@@ -281,7 +293,8 @@ func (s *rougeScorer) Score(i, j int) float32 {
 	}
 	for _, c := range img.long {
 		ref := s.caption(int(c))
-		acc.add(lcsDP(cand, ref), len(ref))
+		n, _ := lcsDP(context.Background(), cand, ref)
+		acc.add(n, len(ref))
 	}
 	return float32(acc.fscore(len(cand)))
 }
@@ -290,13 +303,18 @@ func (s *rougeScorer) Score(i, j int) float32 {
 // i in [i0, i1) and all images j. Image by image, it scatters the image's
 // match masks into dense tables indexed by word id, so that the inner loop
 // over candidate words is a table load and four bit operations (U = V & M;
-// V - U equals V ^ U since U is a subset of V).
-func (s *rougeScorer) ScoreRows(i0, i1 int, out []float32) {
+// V - U equals V ^ U since U is a subset of V). It checks ctx before each
+// image and inside the quadratic LCS of long captions, and returns ctx's
+// error, out partly written, once ctx is done.
+func (s *rougeScorer) ScoreRows(ctx context.Context, i0, i1 int, out []float32) error {
 	pp := s.pool.Get().(*[]uint64)
 	defer s.pool.Put(pp)
 	planes := *pp
 	nImg := s.nImg
 	for j := range s.imgs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		img := &s.imgs[j]
 		G := len(img.groups)
 		for k, w := range img.words {
@@ -304,17 +322,22 @@ func (s *rougeScorer) ScoreRows(i0, i1 int, out []float32) {
 				planes[g*s.vocab+int(w)] = img.masks[k*G+g]
 			}
 		}
+		var err error
 		if G == 1 && len(img.long) == 0 {
 			s.rowsOneGroup(i0, i1, &img.groups[0], planes[:s.vocab], out[j:], nImg)
 		} else {
-			s.rowsGeneral(i0, i1, img, planes, out[j:], nImg)
+			err = s.rowsGeneral(ctx, i0, i1, img, planes, out[j:], nImg)
 		}
 		for _, w := range img.words {
 			for g := 0; g < G; g++ {
 				planes[g*s.vocab+int(w)] = 0
 			}
 		}
+		if err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // rowsOneGroup is ScoreRows' loop for an image whose references all fit in
@@ -347,7 +370,7 @@ func oneGroupScore(grp *rougeGroup, v uint64, candLen int) float32 {
 }
 
 // rowsGeneral handles images with several groups or long references.
-func (s *rougeScorer) rowsGeneral(i0, i1 int, img *rougeImage, planes []uint64, out []float32, stride int) {
+func (s *rougeScorer) rowsGeneral(ctx context.Context, i0, i1 int, img *rougeImage, planes []uint64, out []float32, stride int) error {
 	for i := i0; i < i1; i++ {
 		cand := s.tok[s.off[i]:s.off[i+1]]
 		var acc rougeAcc
@@ -365,8 +388,13 @@ func (s *rougeScorer) rowsGeneral(i0, i1 int, img *rougeImage, planes []uint64, 
 		}
 		for _, c := range img.long {
 			ref := s.caption(int(c))
-			acc.add(lcsDP(cand, ref), len(ref))
+			n, err := lcsDP(ctx, cand, ref)
+			if err != nil {
+				return err
+			}
+			acc.add(n, len(ref))
 		}
 		out[(i-i0)*stride] = float32(acc.fscore(len(cand)))
 	}
+	return nil
 }

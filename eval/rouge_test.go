@@ -2,12 +2,17 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xmr-project/xmr/eval/evaltest"
+	"github.com/xmr-project/xmr/internal/countdown"
 )
 
 func TestRougeLHandChecked(t *testing.T) {
@@ -67,7 +72,7 @@ func TestLCSBitsMatchesDP(t *testing.T) {
 			b[k] = int32(r.IntN(alpha))
 			match[b[k]] |= 1 << k
 		}
-		if got, want := lcsBits(a, match, m), lcsDP(a, b); got != want {
+		if got, want := lcsBits(a, match, m), must(lcsDP(context.Background(), a, b)); got != want {
 			t.Fatalf("lcsBits(%v, %v) = %d, DP says %d", a, b, got, want)
 		}
 	}
@@ -109,7 +114,9 @@ func TestRougeLScorerMatchesReference(t *testing.T) {
 		rows := make([]float32, 7*nImg)
 		for i0 := 0; i0 < len(caps); i0 += 7 {
 			i1 := min(i0+7, len(caps))
-			rs.ScoreRows(i0, i1, rows[:(i1-i0)*nImg])
+			if err := rs.ScoreRows(context.Background(), i0, i1, rows[:(i1-i0)*nImg]); err != nil {
+				t.Fatal(err)
+			}
 			for i := i0; i < i1; i++ {
 				for j := 0; j < nImg; j++ {
 					want := float32(RougeL(caps[i], caps[per*j:per*j+per]))
@@ -149,7 +156,9 @@ func BenchmarkRougeLScoreRows(b *testing.B) {
 	out := make([]float32, rows*1000)
 	b.ResetTimer()
 	for b.Loop() {
-		rs.ScoreRows(0, rows, out)
+		if err := rs.ScoreRows(context.Background(), 0, rows, out); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(rows*1000), "ns/pair")
 }
@@ -174,5 +183,77 @@ func BenchmarkRougeLReference(b *testing.B) {
 		j := (i * 7) % 1000
 		RougeL(caps[i%5000], caps[5*j:5*j+5])
 		i++
+	}
+}
+
+func must(n int, err error) int {
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// megabyteCaptions returns two images of five captions each, the first
+// caption a line of about a megabyte (200,000 words): ROUGE-L of that
+// caption against its own image fills a table of 4*10^10 cells, minutes of
+// work without a check of the context inside one pair.
+func megabyteCaptions() []string {
+	words := []string{"a", "man", "dog", "red", "on", "the", "with", "ball", "runs", "in"}
+	r := rand.New(rand.NewPCG(7, 7))
+	var b strings.Builder
+	for k := 0; k < 200_000; k++ {
+		if k > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(words[r.IntN(len(words))])
+	}
+	caps := []string{b.String()}
+	for len(caps) < 10 {
+		caps = append(caps, "a man with a dog in the park")
+	}
+	return caps
+}
+
+// TestRougeLScoreRowsCancelInsidePair checks that ScoreRows stops inside
+// the quadratic LCS of one pair of long captions: with the context done at
+// its first, second or fifth check, it returns context.Canceled (without
+// the checks inside the pair it would run for minutes).
+func TestRougeLScoreRowsCancelInsidePair(t *testing.T) {
+	caps := megabyteCaptions()
+	sc, err := RougeLMetric{}.Prepare(context.Background(), caps, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := sc.(RowScorer)
+	out := make([]float32, 2)
+	for _, n := range []int{0, 1, 4} {
+		if err := rs.ScoreRows(countdown.New(n), 0, 1, out); !errors.Is(err, context.Canceled) {
+			t.Fatalf("context done at check %d: err = %v, want context.Canceled", n+1, err)
+		}
+	}
+	// The short captions still score at once.
+	if err := rs.ScoreRows(context.Background(), 5, 10, make([]float32, 10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestComputeRelevanceCancelMegabyteCaption is "xmr relevance --metric
+// rouge-l" interrupted on a caption file with a 1 MB line: it returns the
+// context's error and writes no output (the partial file holds no row).
+func TestComputeRelevanceCancelMegabyteCaption(t *testing.T) {
+	caps := megabyteCaptions()
+	out := filepath.Join(t.TempDir(), "rel.bin")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(50*time.Millisecond, cancel)
+	err := ComputeRelevance(ctx, RougeLMetric{}, caps, 5, out, RelevanceOptions{Quiet: true, Workers: 2})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s exists after an interrupted run (stat: %v)", out, err)
+	}
+	if st, err := os.Stat(out + ".partial"); err != nil || st.Size() != 0 {
+		t.Fatalf("partial file: %v, %v; want an empty one", st, err)
 	}
 }

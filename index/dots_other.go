@@ -19,8 +19,6 @@ func dots12f(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, ou
 	dots12fGroupsGo(v, nv, stride, q, ng, gstride, dlen, out, ostride, rstride)
 }
 
-// dots12 adds to out[r*12+w] the integer dot products of rows and queries
-// (see dots12Go).
-func dots12(v []int8, nv, stride int, q []int16, dlen int, out []int32) {
-	dots12Go(v, nv, stride, q, dlen, out)
-}
+// int8Kernels holds only the portable loops: no assembly kernels for this
+// architecture.
+var int8Kernels = []*int8Kernel{goInt8}

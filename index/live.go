@@ -182,6 +182,12 @@ func (l *Live) SearchImage(ctx context.Context, imageID string, o *SearchOptions
 	return with(ctx, l, func(ix *Index) ([]Result, error) { return ix.SearchImage(ctx, imageID, o) })
 }
 
+// Search searches the current generation by an encoded query (see
+// Index.Search).
+func (l *Live) Search(ctx context.Context, q *model.Embeddings, queryIsText bool, o *SearchOptions) ([]Result, error) {
+	return with(ctx, l, func(ix *Index) ([]Result, error) { return ix.Search(ctx, q, queryIsText, o) })
+}
+
 // Image looks up an image in the current generation.
 func (l *Live) Image(ctx context.Context, imageID string) (ImageRow, error) {
 	return with(ctx, l, func(ix *Index) (ImageRow, error) { return ix.Image(ctx, imageID) })

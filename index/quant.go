@@ -12,8 +12,9 @@ import (
 
 // This file holds the compressed scoring path: region and word vectors as
 // int8 codes with one float32 scale per vector (x ~ scale * code), scored
-// against an int8 query with integer dot products (AVX2 on amd64) and the
-// same poolings as model.ScoreMatrix. Codes are stored with their rows
+// against an int8 query with exact integer dot products (the kernel of
+// int8.go: AVX-512 VNNI, AVX-VNNI or AVX2 on amd64) and the same poolings
+// as model.ScoreMatrix. Codes are stored with their rows
 // padded to a multiple of 16 (codeDim), the width of the kernel's chunks.
 
 // codeDim returns the padded width of the int8 rows for vectors of d.
@@ -46,37 +47,75 @@ func quantize(vecs []float32, dim int) (codes []int8, scales []float32) {
 	return codes, scales
 }
 
-// packedQuery is a query's vectors quantized and laid out for dots12: in
-// groups of 12 vectors (the last padded with zero vectors), each group
-// chunk-major (for every chunk of 16 elements, the 16 int16 values of each
-// of the group's 12 vectors).
+// packedQuery is a query's vectors quantized and laid out for the int8
+// kernel kern: in groups of 12 vectors (the last padded with zero
+// vectors), each group chunk-major (for every chunk of 16 elements, the 16
+// codes of each of the group's 12 vectors), as int16 in q16 or as int8 in
+// q8 (ng groups of 12*cd codes one after the other) as kern takes them.
 type packedQuery struct {
-	n, cd  int
-	groups [][]int16
+	n, cd, ng int
+	kern      *int8Kernel
+	q16       [][]int16
+	q8        []int8
+	// sums holds, for the kernels on q8, 128 times the running sums of
+	// each vector's codes: sums[(g*(cd/16+1)+c)*12+w] is 128 times the sum
+	// of the codes of vector 12g+w in the chunks before chunk c.
+	sums   []int32
 	scales []float32 // per vector, padded to 12 per group
 }
 
+// packQuery quantizes a query's vectors (of dim) for this machine's int8
+// kernel.
 func packQuery(vecs []float32, dim int) *packedQuery {
+	return packQueryFor(vecs, dim, int8Default)
+}
+
+// packQueryFor quantizes a query's vectors (of dim) for the int8 kernel k.
+func packQueryFor(vecs []float32, dim int, k *int8Kernel) *packedQuery {
 	codes, scales := quantize(vecs, dim)
-	n, cd := len(scales), codeDim(dim)
+	return packCodes(codes, scales, codeDim(dim), k)
+}
+
+// packCodes lays out the int8 codes of a query's vectors (rows of cd, a
+// multiple of 16; scales one per vector) for the int8 kernel k.
+func packCodes(codes []int8, scales []float32, cd int, k *int8Kernel) *packedQuery {
+	n := len(scales)
 	g := (n + 11) / 12
-	p := &packedQuery{n: n, cd: cd, scales: make([]float32, 12*g)}
+	nc := cd / 16
+	p := &packedQuery{n: n, cd: cd, ng: g, kern: k, scales: make([]float32, 12*g)}
 	copy(p.scales, scales)
+	if k.bytes {
+		p.q8 = make([]int8, g*12*cd)
+		p.sums = make([]int32, g*(nc+1)*12)
+	}
 	for gi := 0; gi < g; gi++ {
-		buf := make([]int16, 12*cd)
+		var buf []int16
+		if !k.bytes {
+			buf = make([]int16, 12*cd)
+			p.q16 = append(p.q16, buf)
+		}
 		for w := 0; w < 12; w++ {
 			v := gi*12 + w
 			if v >= n {
 				break
 			}
 			row := codes[v*cd : (v+1)*cd]
-			for c := 0; c < cd/16; c++ {
+			var run int32
+			for c := 0; c < nc; c++ {
 				for k := 0; k < 16; k++ {
-					buf[c*192+w*16+k] = int16(row[c*16+k])
+					x := row[c*16+k]
+					if buf != nil {
+						buf[c*192+w*16+k] = int16(x)
+					} else {
+						p.q8[gi*12*cd+c*192+w*16+k] = x
+						run += 128 * int32(x)
+					}
+				}
+				if p.sums != nil {
+					p.sums[(gi*(nc+1)+c+1)*12+w] = run
 				}
 			}
 		}
-		p.groups = append(p.groups, buf)
 	}
 	return p
 }
@@ -185,21 +224,26 @@ func scoreCodes(ctx context.Context, c *codeView, q *packedQuery, s model.Scorin
 // codes (cd codes a row, scale scales[r]) with query vector j, using *dots
 // (grown as needed) as scratch.
 func int8Sims(codes []int8, scales []float32, cd int, q *packedQuery, dots *[]int32, sims []float32) {
-	nv, nq, ng := len(scales), q.n, len(q.groups)
+	nv, nq, ng := len(scales), q.n, q.ng
 	*dots = grow(*dots, ng*nv*12)
 	dd := (*dots)[:ng*nv*12]
 	clear(dd)
-	for k0 := 0; k0 < cd; k0 += spanInt8 {
-		span := min(spanInt8, cd-k0)
-		for g, qg := range q.groups {
-			dots12(codes[k0:], nv, cd, qg[k0*12:], span, dd[g*nv*12:(g+1)*nv*12])
+	if nv > 0 {
+		for k0 := 0; k0 < cd; k0 += spanInt8 {
+			q.kern.dots(codes, nv, cd, q, k0, min(spanInt8, cd-k0), dd)
 		}
 	}
-	for qi := range nq {
-		g, w := qi/12, qi%12
-		dg := dd[g*nv*12:]
-		for r := range nv {
-			sims[r*nq+qi] = scales[r] * q.scales[qi] * float32(dg[r*12+w])
+	// Row by row, so that each row of sims is written in order.
+	for r := range nv {
+		row := sims[r*nq : (r+1)*nq]
+		s := scales[r]
+		for g := range ng {
+			lo, hi := g*12, min(g*12+12, nq)
+			out, qs := row[lo:hi], q.scales[lo:hi]
+			d := dd[(g*nv+r)*12:][:hi-lo]
+			for w := range out {
+				out[w] = s * qs[w] * float32(d[w])
+			}
 		}
 	}
 }

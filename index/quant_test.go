@@ -47,45 +47,6 @@ func randomEmbeddings(rng *rand.Rand, n, maxVecs, dim int) *model.Embeddings {
 	return e
 }
 
-// TestDots12 holds the kernel (AVX2 where the machine has it) to the
-// portable loops on random codes, for whole rows and for a span of each
-// row (stride apart), adding to what out holds.
-func TestDots12(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 1))
-	for _, c := range []struct{ d, k0, span int }{{16, 0, 16}, {48, 0, 48}, {256, 0, 256}, {256, 64, 128}, {1024, 512, 512}} {
-		d, nv := c.d, 37
-		v := make([]int8, nv*d)
-		for i := range v {
-			v[i] = int8(rng.IntN(255) - 127)
-		}
-		q := make([]int16, 12*d)
-		for i := range q {
-			q[i] = int16(rng.IntN(255) - 127)
-		}
-		got := make([]int32, nv*12)
-		for i := range got {
-			got[i] = int32(rng.IntN(1000))
-		}
-		want := slices.Clone(got)
-		before := slices.Clone(got)
-		dots12(v[c.k0:], nv, d, q[c.k0*12:], c.span, got)
-		dots12Go(v[c.k0:], nv, d, q[c.k0*12:], c.span, want)
-		if !slices.Equal(got, want) {
-			t.Fatalf("%+v: kernel (asm %v) and loops differ", c, hasDotsAsm)
-		}
-		// The chunk-major layout: query w's element k sits at
-		// q[(k/16)*192 + w*16 + k%16].
-		s := before[5*12+7]
-		for k := c.k0; k < c.k0+c.span; k++ {
-			s += int32(v[5*d+k]) * int32(q[(k/16)*192+7*16+k%16])
-		}
-		if want[5*12+7] != s {
-			t.Fatalf("%+v: dot of row 5 and query 7 is %d, want %d", c, want[5*12+7], s)
-		}
-	}
-	t.Logf("assembly kernel in use: %v", hasDotsAsm)
-}
-
 func TestQuantize(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	e := randomEmbeddings(rng, 20, 5, 40)
@@ -181,38 +142,72 @@ func TestScoreCodesNearExact(t *testing.T) {
 	}
 }
 
-// BenchmarkScoreCodes scores on int8 codes one 12-word query against
-// 5,000 images of 36 regions and one 36-region image against 25,000
-// captions of 12 words, at d = 1024 (compare BenchmarkScoreFloats).
+// benchCodes and benchFloats hold the item vectors of BenchmarkScoreCodes
+// and BenchmarkScoreFloats, made once a process (-count runs each many
+// times) by benchData.
+var (
+	benchOnce   [2]sync.Once
+	benchCodes  [2]*codeView
+	benchFloats [2]*model.Embeddings
+)
+
+// benchShapes are the two searches of the scoring benchmarks, the sizes of
+// xmr bench search: one 12-word query against 5,000 images of 36 regions
+// (t2i) and one 36-region image against 25,000 captions of 12 words (i2t),
+// at d = 1024.
+var benchShapes = [2]struct {
+	name             string
+	items, nv, nq, d int
+	queryIsText      bool
+}{{"t2i", 5000, 36, 12, 1024, true}, {"i2t", 25000, 12, 36, 1024, false}}
+
+// benchData returns the items of benchShapes[shape] as int8 codes and as float32 vectors
+// (random, not the same vectors).
+func benchData(shape int) (*codeView, *model.Embeddings) {
+	benchOnce[shape].Do(func() {
+		c := benchShapes[shape]
+		rng := rand.New(rand.NewPCG(5, 5))
+		cv := &codeView{cd: c.d, codes: make([]int8, c.items*c.nv*c.d), scales: make([]float32, c.items*c.nv), offsets: make([]int, c.items+1)}
+		for i := range cv.codes {
+			cv.codes[i] = int8(rng.IntN(255) - 127)
+		}
+		for i := range cv.scales {
+			cv.scales[i] = 0.01
+		}
+		for i := range cv.offsets {
+			cv.offsets[i] = i * c.nv
+		}
+		e := &model.Embeddings{Dim: c.d, Offsets: cv.offsets, Vecs: make([]float32, c.items*c.nv*c.d)}
+		fillNormal(rng, e.Vecs)
+		benchCodes[shape], benchFloats[shape] = cv, e
+	})
+	return benchCodes[shape], benchFloats[shape]
+}
+
+// BenchmarkScoreCodes scores on int8 codes with each int8 kernel this
+// machine runs (compare BenchmarkScoreFloats: the same shapes; the item
+// vectors are made once a process, so -count=N repeats cheaply).
 func BenchmarkScoreCodes(b *testing.B) {
-	for _, c := range []struct {
-		name             string
-		items, nv, nq, d int
-		queryIsText      bool
-	}{{"t2i", 5000, 36, 12, 1024, true}, {"i2t", 25000, 12, 36, 1024, false}} {
-		b.Run(c.name, func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(5, 5))
-			cv := &codeView{cd: c.d, codes: make([]int8, c.items*c.nv*c.d), scales: make([]float32, c.items*c.nv), offsets: make([]int, c.items+1)}
-			for i := range cv.codes {
-				cv.codes[i] = int8(rng.IntN(255) - 127)
-			}
-			for i := range cv.scales {
-				cv.scales[i] = 0.01
-			}
-			for i := range cv.offsets {
-				cv.offsets[i] = i * c.nv
-			}
-			q := make([]float32, c.nq*c.d)
-			fillNormal(rng, q)
-			pq := packQuery(q, c.d)
-			b.SetBytes(int64(len(cv.codes)))
-			b.ResetTimer()
-			for range b.N {
-				if _, err := scoreCodes(context.Background(), cv, pq, model.MrSw, c.queryIsText); err != nil {
-					b.Fatal(err)
+	for i, c := range benchShapes {
+		for _, k := range int8Kernels {
+			b.Run(c.name+"/"+k.name, func(b *testing.B) {
+				if !k.has || k == goInt8 {
+					b.Skipf("the %s kernel does not run here or is too slow to time", k.name)
 				}
-			}
-		})
+				cv, _ := benchData(i)
+				rng := rand.New(rand.NewPCG(6, 6))
+				q := make([]float32, c.nq*c.d)
+				fillNormal(rng, q)
+				pq := packQueryFor(q, c.d, k)
+				b.SetBytes(int64(len(cv.codes)))
+				b.ResetTimer()
+				for range b.N {
+					if _, err := scoreCodes(context.Background(), cv, pq, model.MrSw, c.queryIsText); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -266,22 +261,14 @@ func TestDots12f(t *testing.T) {
 	}
 }
 
-// BenchmarkScoreFloats scores, exactly in float32, one 12-word query
-// against 5,000 images of 36 regions and one 36-region image against
-// 25,000 captions of 12 words, at d = 1024 (the sizes of xmr bench search).
+// BenchmarkScoreFloats scores, exactly in float32, with the float32
+// kernel in use (FloatKernel; GODEBUG=cpu.avx512f=off picks AVX2), the
+// searches of BenchmarkScoreCodes.
 func BenchmarkScoreFloats(b *testing.B) {
-	for _, c := range []struct {
-		name             string
-		items, nv, nq, d int
-		queryIsText      bool
-	}{{"t2i", 5000, 36, 12, 1024, true}, {"i2t", 25000, 12, 36, 1024, false}} {
-		b.Run(c.name, func(b *testing.B) {
+	for i, c := range benchShapes {
+		b.Run(c.name+"/"+FloatKernel(), func(b *testing.B) {
+			_, e := benchData(i)
 			rng := rand.New(rand.NewPCG(10, 10))
-			e := &model.Embeddings{Dim: c.d, Offsets: make([]int, c.items+1), Vecs: make([]float32, c.items*c.nv*c.d)}
-			for i := range e.Offsets {
-				e.Offsets[i] = i * c.nv
-			}
-			fillNormal(rng, e.Vecs)
 			q := make([]float32, c.nq*c.d)
 			fillNormal(rng, q)
 			pq := packFloats(q, c.d)

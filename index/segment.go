@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
+	"sort"
 	"sync/atomic"
 	"unsafe"
 
@@ -105,6 +107,16 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 	first, last := 0, 0
 	if n > 0 {
 		first, last = e.Offsets[0], e.Offsets[n]
+	}
+	// A NaN or an infinity scores nothing a reader can rank (and fails to
+	// encode as JSON): refuse it here rather than write it.
+	if k, ok := firstNonFinite(e.Global[:n*d]); ok {
+		return fmt.Errorf("write %s: %s item %d: global vector element %d is %v; the model's %s vectors must be finite",
+			path, modality, k/d, k%d, e.Global[k], modality)
+	}
+	if k, ok := firstNonFinite(e.Vecs[first*d : last*d]); ok {
+		return fmt.Errorf("write %s: %s item %d: vector %d element %d is %v; the model's %s vectors must be finite",
+			path, modality, itemOf(e.Offsets[:n+1], first+k/d), first+k/d, k%d, e.Vecs[first*d+k], modality)
 	}
 	offsets := make([]int64, n+1)
 	for i := range offsets {
@@ -347,6 +359,17 @@ func (s *segment) parse(skipCRC bool) error {
 		}
 		s.ivf = v
 	}
+	// The float sections were checked against their CRCs, which a writer
+	// computes over whatever it wrote: they are scanned for NaN and
+	// infinities too (with the CRCs, as both read every byte).
+	if !skipCRC {
+		for _, name := range []string{secGlobal, secVectors, secScales, secGScales, secIVFCentroids, secPQCodebook} {
+			v := sliceOf[float32](raw[name])
+			if k, ok := firstNonFinite(v); ok {
+				return fmt.Errorf("section %q: element %d is %v; an index holds finite numbers only: rebuild it", name, k, v[k])
+			}
+		}
+	}
 	s.emb = e
 	s.codes = &codeView{cd: codeDim(h.Dim), codes: sliceOf[int8](raw[secCodes]), scales: sliceOf[float32](raw[secScales]), offsets: e.Offsets}
 	s.global = &globalView{sketch: sliceOf[uint64](raw[secSketch]), words: sketchWords(h.Dim), cd: codeDim(h.Dim),
@@ -402,6 +425,21 @@ func (s *segment) close() error {
 }
 
 func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
+
+// firstNonFinite returns the index of the first NaN or infinity of v.
+func firstNonFinite(v []float32) (int, bool) {
+	for i, x := range v {
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// itemOf returns the item whose vectors, by offsets, include vector k.
+func itemOf(offsets []int, k int) int {
+	return max(0, sort.SearchInts(offsets, k+1)-1)
+}
 
 // bytesOf views a slice of fixed-size numbers as its little-endian bytes
 // (the machines xmr supports are little-endian; see hostLE).

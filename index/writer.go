@@ -123,18 +123,41 @@ func nextGeneration(dir string) (int, error) {
 		gen = m.Generation
 	}
 	for _, e := range ents {
-		name := strings.TrimPrefix(e.Name(), ".")
-		if !isIndexFile(e.Name()) {
-			continue
-		}
-		if i := strings.IndexByte(name, '-'); i >= 0 {
-			var g int
-			if _, err := fmt.Sscanf(name[i+1:], "%06d", &g); err == nil {
-				gen = max(gen, g)
-			}
+		if g, ok := generationOf(e.Name()); ok {
+			gen = max(gen, g)
 		}
 	}
 	return gen + 1, nil
+}
+
+// generationOf returns the generation in the name of an index file (or of
+// its temporary file) that carries one: PREFIX-GGGGGG-... or
+// PREFIX-GGGGGG.EXT, six digits. The manifest and its temporary files
+// (.manifest.json.tmp-RANDOM, whose random digits once moved the
+// generation forward) carry none.
+func generationOf(name string) (int, bool) {
+	if !isIndexFile(name) {
+		return 0, false
+	}
+	base := strings.TrimPrefix(name, ".")
+	if i := strings.Index(base, ".tmp-"); i >= 0 {
+		base = base[:i]
+	}
+	if base == manifestFile {
+		return 0, false
+	}
+	i := strings.IndexByte(base, '-')
+	if i < 0 || len(base) < i+8 || (base[i+7] != '-' && base[i+7] != '.') {
+		return 0, false
+	}
+	g := 0
+	for _, c := range base[i+1 : i+7] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		g = 10*g + int(c-'0')
+	}
+	return g, true
 }
 
 func count(refs []SegmentRef) int {

@@ -28,7 +28,9 @@ import (
 // order-embedding similarity of the global vectors, -||max(0, I - T)||^2
 // for image vector I and caption vector T, whose fast form is a blocked
 // kernel rather than a GEMM. Masked regions cannot win a max and masked
-// words add nothing to a sum.
+// words add nothing to a sum. ScoreMatrixCompat (compat.go) scores under
+// the official TERAN evaluation's convention instead, whose padding
+// takes part in the maxima as zeros.
 
 // Similarity scores every image against every caption of a batch: (B, C),
 // recording on tp for backpropagation when tp is not nil.
@@ -99,6 +101,13 @@ func alignmentSimilarity(tp *tensor.Tape, img, txt *Encoded, s Scoring) *tensor.
 // pooled directly, so memory stays bounded). Cancelling ctx stops it with
 // ctx's error.
 func ScoreMatrix(ctx context.Context, images, texts *Embeddings, s Scoring) ([]float32, error) {
+	return scoreMatrix(ctx, images, texts, s, false)
+}
+
+// scoreMatrix is ScoreMatrix, pooling as the official TERAN evaluation
+// does when official is set (see ScoreMatrixCompat, which checks the
+// embeddings first).
+func scoreMatrix(ctx context.Context, images, texts *Embeddings, s Scoring, official bool) ([]float32, error) {
 	ni, nt := images.Len(), texts.Len()
 	if ni > 0 && nt > 0 && images.Dim != texts.Dim {
 		return nil, fmt.Errorf("score: image vectors have %d dimensions, caption vectors %d", images.Dim, texts.Dim)
@@ -135,7 +144,7 @@ func ScoreMatrix(ctx context.Context, images, texts *Embeddings, s Scoring) ([]f
 		return nil, fmt.Errorf("score: unknown scoring %q (want %s)", s, joinScorings(scorings))
 	}
 	err := inBlocks(ctx, ni, nt, 16, 512, func(i0, i1, t0, t1 int, buf []float32) []float32 {
-		return poolBlock(images, texts, i0, i1, t0, t1, s, buf, out)
+		return poolBlock(images, texts, i0, i1, t0, t1, s, official, buf, out)
 	})
 	return out, err
 }
@@ -178,8 +187,10 @@ loop:
 
 // poolBlock scores images [i0, i1) against texts [t0, t1) into out (rows
 // of texts.Len()), computing the block's alignment matrix with one GEMM
-// into buf (grown as needed and returned).
-func poolBlock(images, texts *Embeddings, i0, i1, t0, t1 int, s Scoring, buf, out []float32) []float32 {
+// into buf (grown as needed and returned). With official set it pools as
+// the official TERAN evaluation does (CompatOfficial): each caption's last
+// vector is left out, and the zero slots of its padding floor the maxima.
+func poolBlock(images, texts *Embeddings, i0, i1, t0, t1 int, s Scoring, official bool, buf, out []float32) []float32 {
 	e := images.Dim
 	r0, rows := images.Offsets[i0], images.Offsets[i1]-images.Offsets[i0]
 	c0, cols := texts.Offsets[t0], texts.Offsets[t1]-texts.Offsets[t0]
@@ -195,11 +206,20 @@ func poolBlock(images, texts *Embeddings, i0, i1, t0, t1 int, s Scoring, buf, ou
 	var colMax []float32
 	for i := i0; i < i1; i++ {
 		ra, rb := images.Offsets[i]-r0, images.Offsets[i+1]-r0
+		floorRegions := official && rb-ra < OfficialRegionSlots
 		for t := t0; t < t1; t++ {
 			ca, cb := texts.Offsets[t]-c0, texts.Offsets[t+1]-c0
+			floorWords := false
+			if official {
+				cb-- // the last token before [SEP] is not scored
+				floorWords = cb-ca < OfficialWordSlots
+			}
 			colMax = poolPair(a, cols, ra, rb, ca, cb, colMax)
 			var mrsw, mwsr float32
 			for _, v := range colMax {
+				if floorRegions {
+					v = max(v, 0)
+				}
 				mrsw += v
 			}
 			if s == MwSr || s == Symm {
@@ -211,6 +231,9 @@ func poolBlock(images, texts *Embeddings, i0, i1, t0, t1 int, s Scoring, buf, ou
 					best := row[0]
 					for _, v := range row[1:] {
 						best = max(best, v)
+					}
+					if floorWords {
+						best = max(best, 0)
 					}
 					mwsr += best
 				}

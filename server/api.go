@@ -31,6 +31,7 @@ func (s *Server) routes() http.Handler {
 		{"GET", "/static/{file}", http.HandlerFunc(s.static)},
 		{"POST", "/api/search/text", s.api(s.searchText)},
 		{"POST", "/api/search/image", s.api(s.searchImage)},
+		{"POST", "/api/search/upload", s.api(s.searchUpload)},
 		{"POST", "/api/align", s.api(s.align)},
 		{"GET", "/api/images/{id}", s.api(s.imageDetails)},
 		{"GET", "/api/captions/{item}", s.api(s.captionDetails)},
@@ -505,6 +506,10 @@ type infoResponse struct {
 	MaxQueryChars int           `json:"max_query_chars"`
 	MaxK          int           `json:"max_k"`
 	MaxBodyBytes  int64         `json:"max_body_bytes"`
+	// ImageUpload says whether POST /api/search/upload takes images, of
+	// at most MaxUploadBytes.
+	ImageUpload    bool  `json:"image_upload"`
+	MaxUploadBytes int64 `json:"max_upload_bytes,omitempty"`
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -512,6 +517,9 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) (any, error) {
 	man := s.ix.ModelInfo()
 	out := infoResponse{Images: ni, Captions: nc, Model: man.Name, Scoring: man.Scoring, Dim: man.Dim,
 		ImageFiles: s.images != nil, MaxQueryChars: s.opts.MaxQueryChars, MaxK: s.opts.MaxK, MaxBodyBytes: s.opts.MaxBodyBytes}
+	if _, local := s.ix.(querySearcher); local && s.opts.ImageQuery != nil {
+		out.ImageUpload, out.MaxUploadBytes = true, s.opts.MaxUploadBytes
+	}
 	if nc > 0 {
 		if cp, err := s.ix.Caption(r.Context(), 0); err == nil {
 			out.Example = cp.Text

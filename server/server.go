@@ -51,6 +51,12 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the access log and errors (nil: slog.Default()).
 	Logger *slog.Logger
+	// ImageQuery, when set, lets clients search a local index by an
+	// uploaded image (POST /api/search/upload); nil refuses uploads.
+	ImageQuery ImageQuery
+	// MaxUploadBytes caps an uploaded image (0: DefaultMaxUploadBytes);
+	// a larger one is refused with 413.
+	MaxUploadBytes int64
 }
 
 // withDefaults returns o with its zero fields set to the defaults.
@@ -79,6 +85,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.Logger == nil {
 		r.Logger = slog.Default()
+	}
+	if r.MaxUploadBytes <= 0 {
+		r.MaxUploadBytes = DefaultMaxUploadBytes
 	}
 	return r
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/blas"
+	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/progress"
@@ -370,9 +371,12 @@ func SingleThreadBLAS() (restore func()) {
 // each split, images/{split}/{id}.png unless NoImages, then world.json. All
 // files are written under temporary names and renamed into place only after
 // everything was generated and synced; world.json is removed first and
-// written last, so its presence marks a complete world. On error or
-// cancellation the temporary files are removed and the previous content of
-// dir is left as it was.
+// written last, so its presence marks a complete world. Before the first
+// rename Write creates the marker data.IncompleteMarker, and it removes it
+// after world.json: a world whose renames were cut short by a kill keeps
+// the marker, and readers refuse it until a Write completes. On error or
+// cancellation before the renames the temporary files are removed and the
+// previous content of dir is left as it was.
 func (w *World) Write(ctx context.Context, dir string) (m *Manifest, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
@@ -457,12 +461,25 @@ func (w *World) Write(ctx context.Context, dir string) (m *Manifest, err error) 
 			return nil, fmt.Errorf("synth: sync images: %w", err)
 		}
 	}
+	// From here on the files are renamed one by one over the old world's:
+	// a kill leaves a mix of the two. The marker, durable before the first
+	// rename and removed after world.json is written, makes readers refuse
+	// such a mix (LoadManifest, data.LoadPrecomp).
+	marker := filepath.Join(dir, data.IncompleteMarker)
+	if err := atomicfile.WriteBytes(marker, []byte("xmr synth is replacing the files of this world; if no xmr synth runs, it was stopped half-way: run it again\n")); err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
 	manifest := filepath.Join(dir, "world.json")
 	if err := os.Remove(manifest); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	for _, o := range outs {
 		for _, t := range o.files {
+			if testHookRename != nil {
+				if err := testHookRename(t.Name()); err != nil {
+					return nil, err
+				}
+			}
 			if err := t.Commit(); err != nil {
 				return nil, err
 			}
@@ -491,8 +508,18 @@ func (w *World) Write(ctx context.Context, dir string) (m *Manifest, err error) 
 	if err := atomicfile.WriteBytes(manifest, append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
+	if err := os.Remove(marker); err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
 	return m, nil
 }
+
+// testHookRename, when set (by tests), is called before each file of
+// Write is renamed into place; an error stops Write there, as a kill would.
+var testHookRename func(path string) error
 
 // splitNames are the names of the splits a world has.
 var splitNames = []string{"testall", "test", "dev", "train"}

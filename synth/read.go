@@ -9,11 +9,18 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/xmr-project/xmr/data"
 )
 
 // LoadManifest reads and checks dir/world.json; its absence means that no
-// complete world is in dir (Write writes it last).
+// complete world is in dir (Write writes it last). A dir holding
+// data.IncompleteMarker (a Write stopped while renaming its files into
+// place) is refused.
 func LoadManifest(dir string) (*Manifest, error) {
+	if _, err := os.Stat(filepath.Join(dir, data.IncompleteMarker)); err == nil {
+		return nil, fmt.Errorf("read world: %s is half replaced: xmr synth was stopped while renaming its files into place (%s is there); run it again", dir, data.IncompleteMarker)
+	}
 	path := filepath.Join(dir, "world.json")
 	f, err := os.Open(path)
 	if err != nil {

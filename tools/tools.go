@@ -1,6 +1,7 @@
 // Package tools holds the Python scripts that run beside xmr, the peers of
-// `xmr bench`, embedded in the binary so that they are found from any
-// working directory; and the one rule that picks a Python interpreter, for
+// `xmr bench` (and centernet_tfjs.js, the TF.js reference of package
+// detect, run with Node), embedded in the binary so that they are found
+// from any working directory; and the one rule that picks a Python interpreter, for
 // those scripts and for the tests that cross-check xmr against PyTorch and
 // NumPy.
 //
@@ -23,7 +24,7 @@ import (
 	"strings"
 )
 
-//go:embed *.py
+//go:embed *.py *.js
 var scripts embed.FS
 
 // WriteScript writes the embedded script name (e.g. "peer_rouge.py") into

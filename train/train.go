@@ -64,6 +64,11 @@ type Options struct {
 	// holds another run's checkpoints, removing them first. Without it such
 	// a run is refused.
 	Overwrite bool
+	// Meta is stored in every checkpoint of the run, beside the run's own
+	// metadata: for example which extractor made the data's features
+	// (extract.MetaKey), which commands that later pair the model with
+	// features check.
+	Meta map[string]string
 }
 
 // runFiles are the files a run writes into its directory; Overwrite removes
@@ -340,7 +345,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return err
 		}
-		return model.Save(path, m, stepper.Tensors(withOptimizer), map[string]string{metaState: string(sb), metaConfig: cfg.Marshal()})
+		md := map[string]string{}
+		for k, v := range o.Meta {
+			md[k] = v
+		}
+		md[metaState], md[metaConfig] = string(sb), cfg.Marshal()
+		return model.Save(path, m, stepper.Tensors(withOptimizer), md)
 	}
 	validate := func() error {
 		rec, err := val.run(ctx)

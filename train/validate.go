@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/xmr-project/xmr/data"
@@ -35,6 +36,10 @@ func newValidator(ctx context.Context, m model.Model, dev *data.Split, grounding
 	}
 	if len(grounding) > s.NumCaptions() {
 		grounding = grounding[:s.NumCaptions()]
+	}
+	// Checked now rather than at the first validation, iterations later.
+	if err := data.CheckGrounding(grounding, s); err != nil {
+		return nil, fmt.Errorf("validation grounding: %w", err)
 	}
 	v := &validator{m: m, split: s, rel: rel, grounding: grounding, ndcgKey: rel[len(rel)-1].Name,
 		chance: chanceRSum(s.NumImages(), s.CapsPerImage)}

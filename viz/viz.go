@@ -4,12 +4,14 @@
 package viz
 
 import (
+	"context"
 	"fmt"
 	"image"
 	"image/color"
 	"image/draw"
 	"image/png"
 	"io"
+	"math"
 	"os"
 	"strings"
 
@@ -47,23 +49,46 @@ type WordRegion struct {
 
 // AlignmentOverlay draws img scaled by scale with the box of every word
 // outlined in the word's colour and labelled, and the caption below with
-// each word in its colour and its score.
+// each word in its colour and its score. Boxes may lie partly or wholly
+// outside the image, or hold huge or non-finite coordinates: what falls
+// outside the canvas is not drawn, and the work is bounded by the canvas
+// size whatever the boxes. A caption of more than maxCaptionLines lines is
+// cut short.
 func AlignmentOverlay(img image.Image, caption string, words []WordRegion, scale int) *image.RGBA {
+	out, _ := AlignmentOverlayContext(context.Background(), img, caption, words, scale)
+	return out
+}
+
+// maxCaptionLines bounds the caption text drawn under an overlay.
+const maxCaptionLines = 40
+
+// AlignmentOverlayContext is AlignmentOverlay checking ctx while it draws
+// (a row of pixels at a time): once ctx is done it returns ctx's error.
+func AlignmentOverlayContext(ctx context.Context, img image.Image, caption string, words []WordRegion, scale int) (*image.RGBA, error) {
 	scale = max(scale, 1)
 	b := img.Bounds()
 	w, h := b.Dx()*scale, b.Dy()*scale
 	width := max(w, 420)
 	capText := wrap(caption, width/7-1)
+	if lines := strings.SplitN(capText, "\n", maxCaptionLines+1); len(lines) > maxCaptionLines {
+		capText = strings.Join(lines[:maxCaptionLines], "\n") + " ..."
+	}
 	capLines := strings.Count(capText, "\n") + 1
 	out := image.NewRGBA(image.Rect(0, 0, width, h+(1+capLines+len(words))*lineH+8))
 	draw.Draw(out, out.Bounds(), &image.Uniform{white}, image.Point{}, draw.Src)
-	scaleInto(out, img, scale)
+	if err := scaleInto(ctx, out, img, scale); err != nil {
+		return nil, err
+	}
 	for i, wr := range words {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		c := Palette[i%len(Palette)]
-		x1, y1 := int(wr.Box[0]*float32(scale))+i%3, int(wr.Box[1]*float32(scale))+i%3
-		x2, y2 := int(wr.Box[2]*float32(scale))-i%3, int(wr.Box[3]*float32(scale))-i%3
+		x1, y1 := canvasCoord(wr.Box[0], scale)+i%3, canvasCoord(wr.Box[1], scale)+i%3
+		x2, y2 := canvasCoord(wr.Box[2], scale)-i%3, canvasCoord(wr.Box[3], scale)-i%3
 		rect(out, x1, y1, x2, y2, 2, c)
-		label(out, x1+3, y1+lineH-2, wr.Word, c)
+		// The label stays near the canvas: fixed.Point26_6 holds 2^25 pixels.
+		label(out, min(max(x1+3, -width), width), min(max(y1+lineH-2, -lineH), out.Bounds().Dy()+lineH), wr.Word, c)
 	}
 	y := h + lineH + 2
 	text(out, 4, y, capText, black)
@@ -79,7 +104,28 @@ func AlignmentOverlay(img image.Image, caption string, words []WordRegion, scale
 		}
 		text(out, 4, y, fmt.Sprintf("%-12s cos %.2f%s", wr.Word, wr.Score, mark), Palette[i%len(Palette)])
 	}
-	return out
+	return out, nil
+}
+
+// coordLimit bounds the canvas coordinates of a box: far beyond any
+// canvas, and far from the overflow of int arithmetic.
+const coordLimit = 1 << 30
+
+// canvasCoord converts a box coordinate in image pixels to a pixel of a
+// canvas magnified scale times: NaN becomes 0, and huge or infinite values
+// are clamped to +-coordLimit (Go's conversion of an out-of-range float to
+// int gives an arbitrary value).
+func canvasCoord(v float32, scale int) int {
+	f := float64(v) * float64(scale)
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f < -coordLimit:
+		return -coordLimit
+	case f > coordLimit:
+		return coordLimit
+	}
+	return int(f)
 }
 
 // GroundTruth is the colour that marks ground-truth results.
@@ -107,7 +153,7 @@ func ResultGrid(query string, imgs []image.Image, labels []string, relevant []bo
 	for i, im := range imgs {
 		x := pad + i*(cellW+pad)
 		sub := out.SubImage(image.Rect(x, top, x+cellW, top+cellH)).(*image.RGBA)
-		scaleInto(sub, im, scale)
+		scaleInto(context.Background(), sub, im, scale)
 		if i < len(labels) {
 			text(out, x, top+cellH+lineH+2, labels[i], grey)
 		}
@@ -121,7 +167,26 @@ func ResultGrid(query string, imgs []image.Image, labels []string, relevant []bo
 
 // SavePNG writes img as a PNG file atomically.
 func SavePNG(path string, img image.Image) error {
-	return atomicfile.Write(path, func(w io.Writer) error { return png.Encode(w, img) })
+	return SavePNGContext(context.Background(), path, img)
+}
+
+// SavePNGContext is SavePNG checking ctx at every write of the encoder:
+// once ctx is done it stops, leaves no file and returns ctx's error.
+func SavePNGContext(ctx context.Context, path string, img image.Image) error {
+	return atomicfile.Write(path, func(w io.Writer) error { return png.Encode(ctxWriter{ctx, w}, img) })
+}
+
+// ctxWriter fails its writes once ctx is done.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 // LoadPNG reads a PNG image.
@@ -139,24 +204,35 @@ func LoadPNG(path string) (image.Image, error) {
 }
 
 // scaleInto copies src into dst (at dst's origin) enlarged by scale,
-// nearest neighbour, so that pixels stay crisp.
-func scaleInto(dst *image.RGBA, src image.Image, scale int) {
+// nearest neighbour, so that pixels stay crisp. It checks ctx before each
+// row and returns ctx's error once ctx is done.
+func scaleInto(ctx context.Context, dst *image.RGBA, src image.Image, scale int) error {
 	b := src.Bounds()
 	o := dst.Bounds().Min
 	for y := 0; y < b.Dy()*scale && o.Y+y < dst.Bounds().Max.Y; y++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		for x := 0; x < b.Dx()*scale && o.X+x < dst.Bounds().Max.X; x++ {
 			dst.Set(o.X+x, o.Y+y, src.At(b.Min.X+x/scale, b.Min.Y+y/scale))
 		}
 	}
+	return nil
 }
 
+// rect outlines the box (x1, y1)-(x2, y2) with lines thick pixels wide.
+// Only the part inside img is visited: the work is bounded by img's size
+// whatever the coordinates.
 func rect(img *image.RGBA, x1, y1, x2, y2, thick int, c color.Color) {
+	b := img.Bounds()
+	xa, xb := max(x1, b.Min.X), min(x2, b.Max.X-1)
+	ya, yb := max(y1, b.Min.Y), min(y2, b.Max.Y-1)
 	for t := 0; t < thick; t++ {
-		for x := x1; x <= x2; x++ {
+		for x := xa; x <= xb; x++ {
 			img.Set(x, y1+t, c)
 			img.Set(x, y2-t, c)
 		}
-		for y := y1; y <= y2; y++ {
+		for y := ya; y <= yb; y++ {
 			img.Set(x1+t, y, c)
 			img.Set(x2-t, y, c)
 		}

@@ -1,9 +1,14 @@
 package viz
 
 import (
+	"context"
+	"errors"
 	"image"
 	"image/color"
+	"math"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -90,5 +95,69 @@ func TestWrap(t *testing.T) {
 		if got := wrap(c.in, c.n); got != c.want {
 			t.Errorf("wrap(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
 		}
+	}
+}
+
+// TestAlignmentOverlayWildBoxes draws boxes with huge, infinite and NaN
+// coordinates (as a detector's file may hold): the drawing must finish
+// (it looped for ever on a box of 1e30), draw the visible edges and leave
+// the canvas its normal size.
+func TestAlignmentOverlayWildBoxes(t *testing.T) {
+	src := image.NewRGBA(image.Rect(0, 0, 40, 30))
+	inf := float32(math.Inf(1))
+	nan := float32(math.NaN())
+	boxes := [][4]float32{
+		{0, 0, 1e30, 1e30},
+		{2, 2, inf, inf},
+		{-inf, -inf, 10, 10},
+		{-1e30, 5, 1e30, 6},
+		{nan, nan, nan, nan},
+		{1e30, 1e30, -1e30, -1e30},
+		{-3e9, -3e9, 3e9, 3e9},
+	}
+	var words []WordRegion
+	for _, b := range boxes {
+		words = append(words, WordRegion{Word: "w", Box: b})
+	}
+	out := AlignmentOverlay(src, "a caption", words, 2)
+	want := AlignmentOverlay(src, "a caption", nil, 2).Bounds().Dy() + len(words)*lineH
+	if out.Bounds().Dx() != 420 || out.Bounds().Dy() != want {
+		t.Fatalf("overlay is %v, want 420 x %d", out.Bounds(), want)
+	}
+	// Box 0 starts at (0, 0): its top edge runs along the image.
+	if got := out.RGBAAt(50, 0); got != Palette[0] {
+		t.Errorf("top edge of box 0: pixel (50, 0) is %v, want %v", got, Palette[0])
+	}
+	// Box 2 ends at (10, 10), scaled by 2 and inset by 2.
+	if got := out.RGBAAt(5, 18); got != Palette[2] {
+		t.Errorf("right edge of box 2: pixel (5, 18) is %v, want %v", got, Palette[2])
+	}
+}
+
+// TestAlignmentOverlayContext checks that a done context stops the drawing
+// and the PNG writing, which leaves no file.
+func TestAlignmentOverlayContext(t *testing.T) {
+	src := image.NewRGBA(image.Rect(0, 0, 400, 300))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := AlignmentOverlayContext(ctx, src, "a caption", nil, 4); !errors.Is(err, context.Canceled) {
+		t.Fatalf("AlignmentOverlayContext: err = %v, want context.Canceled", err)
+	}
+	path := filepath.Join(t.TempDir(), "a.png")
+	if err := SavePNGContext(ctx, path, src); !errors.Is(err, context.Canceled) {
+		t.Fatalf("SavePNGContext: err = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s exists after a cancelled write (stat: %v)", path, err)
+	}
+}
+
+// TestAlignmentOverlayLongCaption checks that a caption of a megabyte
+// gives a canvas of at most maxCaptionLines lines of text.
+func TestAlignmentOverlayLongCaption(t *testing.T) {
+	src := image.NewRGBA(image.Rect(0, 0, 40, 30))
+	out := AlignmentOverlay(src, strings.Repeat("word ", 200_000), nil, 1)
+	if max := 30 + (2+maxCaptionLines)*lineH + 8; out.Bounds().Dy() > max {
+		t.Fatalf("overlay is %d pixels high, want at most %d", out.Bounds().Dy(), max)
 	}
 }

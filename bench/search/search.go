@@ -343,6 +343,7 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 		{"search/t2i pq4+rerank", true, &index.SearchOptions{Candidates: -1}, pqImg, shape, func(r *peerResult) float64 { return r.T2IMS }, false},
 		{"search/i2t pq4+rerank", false, &index.SearchOptions{Candidates: -1}, pqCap, shapeI, func(r *peerResult) float64 { return r.I2TMS }, false},
 	}
+	f32MS := map[bool]float64{} // float32's latency by direction (text query or not)
 	for _, c := range cases {
 		q := imageQ
 		if c.text {
@@ -353,8 +354,12 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 			return err
 		}
 		r := bench.Result{Name: c.name, Metric: "latency", Value: ms, Unit: "ms/query", Note: c.shape + ", top 10, median of " + fmt.Sprint(p.reps)}
-		if c.o.Exact {
+		switch {
+		case c.o.Exact:
 			r.Note += ", " + index.FloatKernel() + " kernel"
+			f32MS[c.text] = ms
+		case c.o.Int8:
+			r.Note += ", " + index.Int8Kernel() + " int8 kernel"
 		}
 		if peer != nil {
 			r = r.WithPeer("pytorch-"+peer.Version+" float32", c.peerMS(peer), false)
@@ -362,6 +367,11 @@ func exhaustive(ctx context.Context, opts bench.Options, p params, tmp string, b
 			r.Note += "; " + peerNote
 		}
 		opts.Emit(r)
+		if c.o.Int8 && c.o.Rerank < 0 && f32MS[c.text] > 0 {
+			// int8 codes alone against exhaustive float32, both timed above.
+			opts.Emit(bench.Result{Name: c.name, Metric: "speed vs float32", Value: f32MS[c.text] / ms, Unit: "x",
+				Note: fmt.Sprintf("float32 %.1f ms (%s kernel) / int8 %.1f ms (%s kernel)", f32MS[c.text], index.FloatKernel(), ms, index.Int8Kernel())})
+		}
 		if c.withRate {
 			gbs := c.bytes / (ms / 1000) / 1e9
 			opts.Emit(bench.Result{Name: c.name, Metric: "effective read rate", Value: gbs, Unit: "GB/s",

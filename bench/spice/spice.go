@@ -97,7 +97,9 @@ func scoreAll(ctx context.Context, s *spice.Scorer, rows bool) (float64, error) 
 				i0, i1 := k*chunk, min((k+1)*chunk, nCap)
 				out := buf[:(i1-i0)*nImg]
 				if rows {
-					s.ScoreRows(i0, i1, out)
+					if s.ScoreRows(ctx, i0, i1, out) != nil {
+						return // ctx's error, returned after Wait
+					}
 				} else {
 					for i := i0; i < i1; i++ {
 						row := out[(i-i0)*nImg : (i-i0+1)*nImg]

@@ -9,6 +9,7 @@ import (
 	"image/draw"
 	_ "image/jpeg" // COCO's and Flickr30k's images
 	_ "image/png"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/npy"
+	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/text"
 	"github.com/xmr-project/xmr/viz"
 )
@@ -24,19 +26,23 @@ var alignFlags struct {
 	checkpoint, features, boxes, image, size, text, out string
 	scale                                               int
 	allWords                                            bool
+	models                                              string
 }
 
 func init() {
 	register(&command{
 		name:    "align",
 		summary: "draw which region of an image each word of a caption aligns with, for your own image and model",
-		usage:   "--checkpoint CKPT --features FEAT.npy --boxes BOXES.npy (--image IMG | --size WxH) --text CAPTION --out FILE.png",
+		usage:   "--checkpoint CKPT (--features FEAT.npy --boxes BOXES.npy (--image IMG | --size WxH) | --image PHOTO) --text CAPTION --out FILE.png",
 		examples: `  # The bottom-up features and boxes of one image (bu_att/ID.npz's "feat"
   # saved as .npy, bu_box/ID.npy), drawn on the image itself:
   xmr align --checkpoint teran.safetensors --features 391895.npy --boxes bu_box/391895.npy \
       --image val2014/COCO_val2014_000000391895.jpg --text "a man riding a motorcycle on a dirt road" --out align.png
   # Without the picture, on a blank canvas of the image's size:
   xmr align --checkpoint runs/teran --features f.npy --boxes b.npy --size 640x480 --text "two dogs" --out align.png
+  # A photo alone, with a model trained on xmr extract's features: the
+  # regions and their features are extracted from it now (docs/extract.md):
+  xmr align --checkpoint runs/teran-px --image photo.jpg --text "a dog on a sofa" --out align.png
 
 FEAT.npy is (R, D) float32 region features (D = the model's feat-dim),
 BOXES.npy is (R, 4) boxes x1, y1, x2, y2 in the image's pixels; both may
@@ -54,6 +60,7 @@ score of the pair are printed too.`,
 			fs.StringVar(&alignFlags.out, "out", "", "PNG file to write")
 			fs.IntVar(&alignFlags.scale, "scale", 0, "magnify the image this many times (0: up to about 512 pixels wide)")
 			fs.BoolVar(&alignFlags.allWords, "all-words", false, "draw stop words and punctuation too")
+			fs.StringVar(&alignFlags.models, "models", "", "with --image and no --features: `DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr)")
 		},
 		run: runAlign,
 	})
@@ -114,6 +121,32 @@ func readRegions(featPath, boxPath string) (feat []float32, boxes [][4]float32, 
 	return fa.Data, boxes, fs[1], nil
 }
 
+// boxSlack is how far, in image sizes, a box may reach beyond its image:
+// detectors keep boxes inside it, so anything further is not a pixel box of
+// this image (normalised boxes, another image's, garbage).
+const boxSlack = 1
+
+// checkBoxes refuses boxes with a non-finite coordinate or one further than
+// boxSlack image sizes outside the w x h image.
+func checkBoxes(path string, boxes [][4]float32, w, h float32) error {
+	for r, b := range boxes {
+		for c, v := range b {
+			size := w
+			if c%2 == 1 {
+				size = h
+			}
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < -boxSlack*size || v > (1+boxSlack)*size {
+				return fmt.Errorf("%s: box %d is %v: coordinate %d (%v) is not a pixel of the %vx%v image (want finite, within [%v, %v])",
+					path, r, b, c, v, w, h, -boxSlack*size, (1+boxSlack)*size)
+			}
+		}
+	}
+	return nil
+}
+
+// maxCanvasPixels bounds the drawing of xmr align (8192 x 8192).
+const maxCanvasPixels = 1 << 26
+
 // squeeze drops a leading dimension of 1.
 func squeeze(shape []int) []int {
 	if len(shape) == 3 && shape[0] == 1 {
@@ -133,18 +166,46 @@ func parseSize(s string) (int, int, error) {
 	return w, h, nil
 }
 
-// loadPicture decodes a PNG or JPEG image.
-func loadPicture(path string) (image.Image, error) {
+// loadPicture decodes a PNG or JPEG image. An image whose header declares
+// more than maxCanvasPixels pixels is refused before it is decoded, and
+// the decoding stops, with ctx's error, once ctx is done.
+func loadPicture(ctx context.Context, path string) (image.Image, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	img, _, err := image.Decode(f)
+	cfg, _, err := image.DecodeConfig(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (PNG or JPEG expected)", path, err)
 	}
+	if px := int64(cfg.Width) * int64(cfg.Height); px > maxCanvasPixels {
+		return nil, fmt.Errorf("%s: %dx%d is %d pixels; at most %d can be drawn", path, cfg.Width, cfg.Height, px, int64(maxCanvasPixels))
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	img, _, err := image.Decode(ctxReader{ctx, f})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%s: %w (PNG or JPEG expected)", path, err)
+	}
 	return img, nil
+}
+
+// ctxReader fails its reads once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 func runAlign(ctx context.Context, args []string) error {
@@ -152,8 +213,12 @@ func runAlign(ctx context.Context, args []string) error {
 	switch {
 	case len(args) > 0:
 		return usageErrorf("unexpected arguments %q", args)
-	case f.checkpoint == "" || f.features == "" || f.boxes == "" || f.out == "":
-		return usageErrorf("--checkpoint, --features, --boxes and --out are required")
+	case f.checkpoint == "" || f.out == "":
+		return usageErrorf("--checkpoint and --out are required")
+	case (f.features == "") != (f.boxes == ""):
+		return usageErrorf("give --features and --boxes together, or neither (with --image: the features are extracted from it)")
+	case f.features == "" && f.image == "":
+		return usageErrorf("without --features and --boxes, give --image: the regions and their features are extracted from it")
 	case strings.TrimSpace(f.text) == "":
 		return usageErrorf("--text is required: the caption to align")
 	case (f.image == "") == (f.size == ""):
@@ -161,10 +226,22 @@ func runAlign(ctx context.Context, args []string) error {
 	case f.scale < 0 || f.scale > 16:
 		return usageErrorf("--scale %d: want 0 (automatic) to 16", f.scale)
 	}
+	if err := checkOutputs(append(checkpointInputs(f.checkpoint),
+		outpath.Input{Flag: "--features", Path: f.features}, outpath.Input{Flag: "--boxes", Path: f.boxes}, outpath.Input{Flag: "--image", Path: f.image}),
+		[]outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Stream}}); err != nil {
+		return err
+	}
 	var img image.Image
-	if f.image != "" {
+	var extracted *alignInput
+	if f.features == "" {
 		var err error
-		if img, err = loadPicture(f.image); err != nil {
+		if extracted, err = extractForAlign(ctx, f.checkpoint, f.image, f.models); err != nil {
+			return err
+		}
+		img = extracted.img
+	} else if f.image != "" {
+		var err error
+		if img, err = loadPicture(ctx, f.image); err != nil {
 			return err
 		}
 	} else {
@@ -178,9 +255,19 @@ func runAlign(ctx context.Context, args []string) error {
 	}
 	b := img.Bounds()
 	w, h := float32(b.Dx()), float32(b.Dy())
-	feat, boxes, d, err := readRegions(f.features, f.boxes)
-	if err != nil {
-		return err
+	var feat []float32
+	var boxes [][4]float32
+	var d int
+	if extracted != nil {
+		feat, boxes, d = extracted.feat, extracted.boxes, extracted.d
+	} else {
+		var err error
+		if feat, boxes, d, err = readRegions(f.features, f.boxes); err != nil {
+			return err
+		}
+		if err := checkBoxes(f.boxes, boxes, w, h); err != nil {
+			return err
+		}
 	}
 	m, cf, err := model.Load(f.checkpoint)
 	if err != nil {
@@ -215,7 +302,14 @@ func runAlign(ctx context.Context, args []string) error {
 	if scale == 0 {
 		scale = max(1, 512/max(b.Dx(), b.Dy()))
 	}
-	if err := viz.SavePNG(f.out, viz.AlignmentOverlay(img, f.text, words, scale)); err != nil {
+	if c := int64(b.Dx()) * int64(b.Dy()) * int64(scale) * int64(scale); c > maxCanvasPixels {
+		return usageErrorf("an image of %dx%d magnified %d times is %d pixels; at most %d (lower --scale)", b.Dx(), b.Dy(), scale, c, int64(maxCanvasPixels))
+	}
+	overlay, err := viz.AlignmentOverlayContext(ctx, img, f.text, words, scale)
+	if err != nil {
+		return err
+	}
+	if err := viz.SavePNGContext(ctx, f.out, overlay); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", f.out)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/bench"
+	benchextract "github.com/xmr-project/xmr/bench/extract"
 	"github.com/xmr-project/xmr/bench/gemm"
 	"github.com/xmr-project/xmr/bench/learn"
 	"github.com/xmr-project/xmr/bench/rouge"
@@ -25,6 +26,7 @@ import (
 // benchmarks are the benchmarks `xmr bench` runs, in the order `xmr bench
 // list` shows them.
 var benchmarks = []bench.Benchmark{
+	benchextract.Benchmark,
 	gemm.Benchmark,
 	learn.Benchmark,
 	rouge.Benchmark,

@@ -25,7 +25,7 @@ func TestBenchList(t *testing.T) {
 		}
 		names = append(names, f[0])
 	}
-	want := []string{"gemm", "learn", "rouge", "search", "seam-text", "serve", "spice", "synth", "train-step", "transformer", "weaviate"}
+	want := []string{"extract", "gemm", "learn", "rouge", "search", "seam-text", "serve", "spice", "synth", "train-step", "transformer", "weaviate"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("xmr bench list shows %v, want %v", names, want)
 	}
@@ -58,7 +58,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "name a benchmark"},
-		{[]string{"nosuch"}, `unknown benchmark "nosuch" (have: gemm, learn, rouge, search, seam-text, serve, spice, synth, train-step, transformer, weaviate)`},
+		{[]string{"nosuch"}, `unknown benchmark "nosuch" (have: extract, gemm, learn, rouge, search, seam-text, serve, spice, synth, train-step, transformer, weaviate)`},
 		{[]string{"transformer", "--python"}, "flag needs an argument: --python"},
 	}
 	for _, c := range cases {

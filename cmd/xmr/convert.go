@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/outpath"
 )
 
 var convertFlags struct {
@@ -69,6 +70,9 @@ func runConvert(ctx context.Context, args []string) error {
 	if len(splits) == 0 {
 		return usageErrorf("--splits names no split")
 	}
+	if err := checkOutputs(f.data.inputs(), []outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Dir, Writes: precompWrites}}); err != nil {
+		return err
+	}
 	src, err := f.data.source()
 	if err != nil {
 		return err
@@ -98,6 +102,10 @@ func runConvert(ctx context.Context, args []string) error {
 	}
 	return nil
 }
+
+// precompWrites are the files that xmr convert writes into --out, one set
+// per split.
+var precompWrites = []string{"*_ims.npy", "*_caps.txt", "*_boxes.npy", "*_sizes.npy", "*_nregions.npy", "*_ids.txt"}
 
 // convertSplit loads one split of src and writes it to out in the precomp
 // layout, all its files or none (data.WritePrecomp); it stops once ctx is

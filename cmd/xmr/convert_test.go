@@ -179,7 +179,8 @@ func TestConvertErrors(t *testing.T) {
 		{"no sizes", []string{"convert", "--data", src, "--out", out}, 1, []string{"bu_box holds pixel boxes, which need image sizes"}},
 		{"missing split", []string{"convert", "--data", src, "--coco-annotations", "captions_train2014.json", "--coco-annotations", "captions_val2014.json",
 			"--splits", "restval", "--out", out}, 1, []string{`split "restval" has no images; the file's images are in "train" (1), "val" (1), "test" (1)`}},
-		{"out is data", []string{"convert", "--data", src, "--coco-annotations", "captions_train2014.json", "--out", src}, 2, []string{"is the dataset directory"}},
+		{"out is data", []string{"convert", "--data", src, "--coco-annotations", "captions_train2014.json", "--out", src}, 2, []string{"--out " + src + " is the directory that --data " + src + " reads"}},
+		{"out in data", []string{"convert", "--data", src, "--coco-annotations", "captions_train2014.json", "--out", filepath.Join(src, "precomp")}, 2, []string{"--out " + filepath.Join(src, "precomp") + " is inside --data " + src}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

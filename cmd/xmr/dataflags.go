@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/xmr-project/xmr/data"
@@ -93,6 +94,26 @@ func (f *dataFlags) args() []string {
 		args = append(args, "--ids", f.ids)
 	}
 	return args
+}
+
+// commandLine is shellJoin for a command that xmr suggests: a first
+// argument "xmr" becomes the binary as the user ran it (bin/xmr after the
+// README's build, xmr from PATH), so that the line can be pasted as it is.
+func commandLine(args []string) string {
+	if len(args) > 0 && args[0] == "xmr" {
+		args = append([]string{invokedAs(os.Args[0])}, args[1:]...)
+	}
+	return shellJoin(args)
+}
+
+// invokedAs returns how arg0, the program's os.Args[0], names the binary
+// to a shell: as typed, except for a binary that go run or go test built
+// in a temporary directory, which the user cannot run again, named xmr.
+func invokedAs(arg0 string) string {
+	if arg0 == "" || strings.HasSuffix(arg0, ".test") || strings.Contains(arg0, "go-build") {
+		return "xmr"
+	}
+	return arg0
 }
 
 // shellJoin joins args into a line that a POSIX shell splits back into

@@ -18,6 +18,7 @@ import (
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/synth"
 	"github.com/xmr-project/xmr/text"
 	"github.com/xmr-project/xmr/train"
@@ -36,32 +37,60 @@ var demoFlags struct {
 	addr       string
 }
 
+// The demo's world and training schedule, chosen together with
+// configs/teran-mrsw-demo.yaml (whose comment gives the measurements) so
+// that a fresh demo learns as much on a slow CPU as on a fast one: it
+// trains for a number of iterations, not for a time, and these are few
+// and cheap enough to take minutes on 2 cores of a first-generation Zen.
+const (
+	// demoDim and demoRegions size the world's region features: 128-d
+	// features in 16 region slots (12 to 16 valid regions an image; a
+	// scene has 2 to 6 objects).
+	demoDim     = 128
+	demoRegions = 16
+	// demoIters is the default number of training iterations.
+	demoIters = 600
+	// demoConfig is the default config, the one demoIters and
+	// demoZen1Seconds are measured for.
+	demoConfig = "teran-mrsw-demo"
+	// demoZen1Seconds estimates the seconds a training iteration of
+	// demoConfig takes on the slowest machine the project runs on (2 cores
+	// of a first-generation AMD EPYC), for the time the demo announces:
+	// the previous demo config's measured 1.0 s there times the ratio of
+	// the two configs' CPU time per iteration measured side by side on
+	// another machine, 0.23 (docs/benchmarks.md, "demo").
+	demoZen1Seconds = 0.23
+)
+
 func init() {
 	register(&command{
 		name:    "demo",
 		summary: "the whole job on a synthetic world: generate it, train TERAN, evaluate, index, and serve the search page",
 		usage:   "[flags]",
-		examples: `  xmr demo                          # about 4 minutes on 2 cores, then serves http://127.0.0.1:8080/
-  xmr demo --no-serve               # stop after the evaluation and the index (scripts, CI)
-  xmr demo --time-budget 10m        # train longer for better recall
-  xmr demo --fresh                  # make the world, the model and the index again
-  xmr demo --config tern-small      # the same with TERN
-  xmr demo --config seam-e-small    # SEAM-E (the mean of each image's regions stands in for its global feature)
+		examples: `  xmr demo                             # about 3 minutes on 2 cores (estimated for a first-generation Zen), then serves http://127.0.0.1:8080/
+  xmr demo --no-serve                  # stop after the evaluation and the index (scripts, CI)
+  xmr demo --max-iters 2000            # train longer for better recall (a model of other iterations is trained again)
+  xmr demo --time-budget 1m            # stop training after a minute even if iterations remain
+  xmr demo --fresh                     # make the world, the model and the index again
+  xmr demo --config tern-small         # the same with TERN
+  xmr demo --config seam-e-small       # SEAM-E (the mean of each image's regions stands in for its global feature)
 
 It generates a synthetic world (shapes with captions, ground truth and PNG
 images) in DIR/world, trains a small model in DIR/run (with a progress
-bar), evaluates it on the test split with the papers' metrics, draws
-DIR/alignment-*.png (each word's best region; not for SEAM, which aligns
-no words with regions) and DIR/query-*.png (the top images for a caption),
-builds an index of the test split in DIR/index, and serves it: a page to
-search the images by sentence and see each word's region. A second run
-reuses the world, the model and the index that the first one made.`,
+bar; for a number of iterations, not a time, so that it learns as much on
+a slow CPU as on a fast one), evaluates it on the test split with the
+papers' metrics, draws DIR/alignment-*.png (each word's best region; not
+for SEAM, which aligns no words with regions) and DIR/query-*.png (the
+top images for a caption), builds an index of the test split in
+DIR/index, and serves it: a page to search the images by sentence and see
+each word's region. A second run reuses the world, the model and the
+index that the first one made.`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&demoFlags.dir, "dir", "xmr-demo", "working directory")
 			fs.IntVar(&demoFlags.n, "n", 6000, "images in the synthetic world (at least 200)")
-			fs.DurationVar(&demoFlags.timeBudget, "time-budget", 150*time.Second, "training time")
-			fs.IntVar(&demoFlags.maxIters, "max-iters", 0, "stop training after this many iterations (0: the time budget alone)")
-			fs.StringVar(&demoFlags.config, "config", "teran-mrsw-demo", "model config (a file or a built-in name; teran-mrsw-demo is teran-mrsw-small with a schedule for a few minutes)")
+			fs.DurationVar(&demoFlags.timeBudget, "time-budget", 0, "stop training after this much time even if iterations remain (0: no limit)")
+			fs.IntVar(&demoFlags.maxIters, "max-iters", demoIters, "training iterations (0: the time budget alone)")
+			fs.StringVar(&demoFlags.config, "config", demoConfig, "model config (a file or a built-in name; teran-mrsw-demo is a small TERAN with a schedule for a few hundred iterations)")
 			fs.BoolVar(&demoFlags.retrain, "retrain", false, "train again even if DIR/run has a model (and index again)")
 			fs.BoolVar(&demoFlags.fresh, "fresh", false, "make everything again: the world, the model and the index")
 			fs.BoolVar(&demoFlags.noServe, "no-serve", false, "stop after the evaluation and the index; do not serve")
@@ -70,6 +99,9 @@ reuses the world, the model and the index that the first one made.`,
 		run: runDemo,
 	})
 }
+
+// demoWrites are what the demo writes into its directory.
+var demoWrites = []string{"world", "run", "index", demoConfigFile, "alignment-*.png", "query-*.png"}
 
 // demoSteps is how many steps the demo prints.
 const demoSteps = 6
@@ -87,10 +119,16 @@ func runDemo(ctx context.Context, args []string) error {
 	switch {
 	case f.n < 200:
 		return usageErrorf("--n must be at least 200 (a test split of at least 40 images), is %d", f.n)
-	case f.timeBudget <= 0 && f.maxIters <= 0:
-		return usageErrorf("--time-budget must be positive (or give --max-iters), is %v", f.timeBudget)
 	case f.maxIters < 0:
-		return usageErrorf("--max-iters must be positive or 0, is %d", f.maxIters)
+		return usageErrorf("--max-iters must be positive (or 0 with --time-budget), is %d", f.maxIters)
+	case f.timeBudget < 0:
+		return usageErrorf("--time-budget must be positive or 0 (no limit), is %v", f.timeBudget)
+	case f.timeBudget == 0 && f.maxIters == 0:
+		return usageErrorf("--max-iters 0 trains until --time-budget, which is 0: give one of them")
+	}
+	if err := checkOutputs([]outpath.Input{{Flag: "--config", Path: f.config}},
+		[]outpath.Output{{Flag: "--dir", Path: f.dir, Kind: outpath.Dir, Writes: demoWrites}}); err != nil {
+		return err
 	}
 	start := time.Now()
 	world := filepath.Join(f.dir, "world")
@@ -106,29 +144,23 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	marker := filepath.Join(f.dir, demoConfigFile)
-	reuse, why := demoReuse(best, marker, cfg)
+	trained := demoMarker(cfg, f.maxIters, f.timeBudget) // before train.Run, which may fill in what the data says
+	reuse, why := demoReuse(best, marker, cfg, trained)
 	if !reuse || f.retrain || f.fresh || madeWorld {
-		trained := cfg.Marshal() // train.Run may fill in what the data says
 		// The marker names the model in run only once its training ends.
 		if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		budget := "for " + f.timeBudget.String()
-		if f.maxIters > 0 {
-			budget = fmt.Sprintf("for at most %d iterations", f.maxIters)
-			if f.timeBudget > 0 {
-				budget += " or " + f.timeBudget.String()
-			}
-		}
-		step(2, "training %s (%s) %s in %s", f.config, cfg.Model.Name, budget, run)
+		step(2, "training %s (%s) %s in %s", f.config, cfg.Model.Name, demoSchedule(f.maxIters, f.timeBudget, f.config), run)
 		if why != "" && !f.retrain && !f.fresh && !madeWorld {
 			fmt.Fprintf(stdout, "    %s\n", why)
 		}
+		began := time.Now()
 		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, MaxIters: f.maxIters, ValImages: 200, Overwrite: true})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "    %d iterations; training curves in %s\n", res.Iters, filepath.Join(run, "curves.png"))
+		fmt.Fprintf(stdout, "    %d iterations in %s; training curves in %s\n", res.Iters, time.Since(began).Round(time.Second), filepath.Join(run, "curves.png"))
 		if err := atomicfile.WriteBytes(marker, []byte(trained)); err != nil {
 			return err
 		}
@@ -183,14 +215,14 @@ func runDemo(ctx context.Context, args []string) error {
 
 	fmt.Fprintf(stdout, "\nNext, on the same world:\n")
 	for _, args := range demoNext(best, world, manifest) {
-		fmt.Fprintf(stdout, "  %s\n", shellJoin(args))
+		fmt.Fprintf(stdout, "  %s\n", commandLine(args))
 	}
-	fmt.Fprintf(stdout, "  %s\n", shellJoin([]string{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"}))
+	fmt.Fprintf(stdout, "  %s\n", commandLine([]string{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"}))
 	serveArgs := []string{"xmr", "serve", "--index", indexDir}
 	if images != "" {
 		serveArgs = append(serveArgs, "--images", images)
 	}
-	fmt.Fprintf(stdout, "  %s\n", shellJoin(serveArgs))
+	fmt.Fprintf(stdout, "  %s\n", commandLine(serveArgs))
 	if f.noServe {
 		return nil
 	}
@@ -211,15 +243,31 @@ func demoWorld(ctx context.Context, dir string, n int, fresh bool) (m *synth.Man
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		why = fmt.Sprintf(" (the world there is unreadable: %v)", err)
-	case m.Images != n || !m.PNG:
-		why = fmt.Sprintf(" (the world there has %d images, PNGs %v)", m.Images, m.PNG)
+	case m.Images != n || !m.PNG || m.Dim != demoDim || m.Regions != demoRegions:
+		why = fmt.Sprintf(" (the world there has %d images of %d regions of %d-d features, PNGs %v)", m.Images, m.Regions, m.Dim, m.PNG)
 	default:
 		step(1, "using the synthetic world in %s (--fresh to make it again)", dir)
 		return m, false, nil
 	}
 	step(1, "generating a synthetic world of %d images with PNGs in %s%s", n, dir, why)
-	m, err = synth.Generate(ctx, dir, synth.Config{N: n, Seed: 1, Dim: 256, Regions: 36, Noise: 0.1, Progress: true})
+	m, err = synth.Generate(ctx, dir, synth.Config{N: n, Seed: 1, Dim: demoDim, Regions: demoRegions, Noise: 0.1, Progress: true})
 	return m, true, err
+}
+
+// demoSchedule describes the training the demo asks for: iters
+// iterations (0: no limit) and the time budget (0: none), with the time
+// that the default iterations of the default config take on a slow CPU.
+func demoSchedule(iters int, budget time.Duration, config string) string {
+	switch {
+	case iters == 0:
+		return "for " + budget.String()
+	case budget > 0:
+		return fmt.Sprintf("for %d iterations or %s", iters, budget)
+	case config == demoConfig && float64(iters)*demoZen1Seconds >= 10:
+		d := time.Duration(float64(iters) * demoZen1Seconds * float64(time.Second))
+		return fmt.Sprintf("for %d iterations (about %s on 2 cores of a first-generation Zen, less on a newer CPU)", iters, d.Round(10*time.Second))
+	}
+	return fmt.Sprintf("for %d iterations", iters)
 }
 
 // demoDraw draws the alignments of a few test captions with their images
@@ -416,19 +464,30 @@ func hasLetter(s string) bool {
 // writes it) that the model in run was trained with.
 const demoConfigFile = ".demo-config.yaml"
 
+// demoMarker is what the marker file says of a model trained with cfg for
+// iters iterations within the time budget (0: none): a demo asked for
+// another schedule trains again.
+func demoMarker(cfg train.Config, iters int, budget time.Duration) string {
+	return cfg.Marshal() + fmt.Sprintf("# xmr demo --max-iters %d --time-budget %s\n", iters, budget)
+}
+
 // demoReuse reports whether the demo can reuse the trained model best for
-// the config cfg: it exists and was trained with cfg, as the marker file
-// says (demos made before the marker existed: its run's config.yaml names
-// the same model). why says what stands in the way, "" when nothing does
-// or there is no model yet.
-func demoReuse(best, marker string, cfg train.Config) (reuse bool, why string) {
+// the config cfg and the schedule that want (demoMarker) describes: it
+// exists and was trained so, as the marker file says (demos made before
+// the marker existed: its run's config.yaml names the same model). why
+// says what stands in the way, "" when nothing does or there is no model
+// yet.
+func demoReuse(best, marker string, cfg train.Config, want string) (reuse bool, why string) {
 	if _, err := os.Stat(best); err != nil {
 		return false, ""
 	}
 	run := filepath.Dir(best)
 	if b, err := os.ReadFile(marker); err == nil {
-		if string(b) == cfg.Marshal() {
+		switch {
+		case string(b) == want:
 			return true, ""
+		case strings.HasPrefix(string(b), cfg.Marshal()):
+			return false, fmt.Sprintf("the model in %s was trained for another number of iterations or time; training again", run)
 		}
 		return false, fmt.Sprintf("the model in %s was trained with another config; training again", run)
 	}

@@ -5,13 +5,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xmr-project/xmr/train"
 )
 
 // TestDemoReuse checks when the demo reuses the model in its run
-// directory: only a model trained with the config asked for (the marker),
-// or, in a demo directory from before the marker, a model of the same kind.
+// directory: only a model trained with the config and for the iterations
+// asked for (the marker), or, in a demo directory from before the marker,
+// a model of the same kind.
 func TestDemoReuse(t *testing.T) {
 	dir := t.TempDir()
 	teran, err := train.LoadConfig(writeTinyConfig(t, dir, "teran", "alignment"))
@@ -22,6 +24,11 @@ func TestDemoReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	changed, err := train.LoadConfig(writeTinyConfig(t, dir, "teran", "alignment"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed.Model.Layers++
 	cases := []struct {
 		name   string
 		best   bool   // a checkpoint in run
@@ -32,9 +39,12 @@ func TestDemoReuse(t *testing.T) {
 		why    string
 	}{
 		{"no model", false, "", "", teran, false, ""},
-		{"marker matches", true, teran.Marshal(), teran.Marshal(), teran, true, ""},
-		{"marker differs", true, teran.Marshal(), teran.Marshal(), tern, false, "trained with another config"},
-		{"marker differs, same model", true, teran.Marshal(), strings.Replace(teran.Marshal(), "layers: 1", "layers: 2", 1), teran, false, "trained with another config"},
+		{"marker matches", true, teran.Marshal(), demoMarker(teran, 600, 0), teran, true, ""},
+		{"marker differs", true, teran.Marshal(), demoMarker(teran, 600, 0), tern, false, "trained with another config"},
+		{"marker differs, same model", true, teran.Marshal(), demoMarker(changed, 600, 0), teran, false, "trained with another config"},
+		{"other iterations", true, teran.Marshal(), demoMarker(teran, 100, 0), teran, false, "trained for another number of iterations or time"},
+		{"a time budget", true, teran.Marshal(), demoMarker(teran, 600, time.Minute), teran, false, "trained for another number of iterations or time"},
+		{"marker of before the schedule", true, teran.Marshal(), teran.Marshal(), teran, false, "trained for another number of iterations or time"},
 		{"old demo, same model", true, teran.Marshal(), "", teran, true, ""},
 		{"old demo, other model", true, teran.Marshal(), "", tern, false, "is teran, the config asks for tern"},
 		{"old demo, no config", true, "", "", teran, false, "has no readable config"},
@@ -61,7 +71,7 @@ func TestDemoReuse(t *testing.T) {
 			write(filepath.Join(run, "config.yaml"), c.stored)
 			marker := filepath.Join(d, demoConfigFile)
 			write(marker, c.marker)
-			reuse, why := demoReuse(best, marker, c.cfg)
+			reuse, why := demoReuse(best, marker, c.cfg, demoMarker(c.cfg, 600, 0))
 			if reuse != c.reuse || (c.why == "") != (why == "") || !strings.Contains(why, c.why) {
 				t.Fatalf("demoReuse = %v, %q; want %v, %q", reuse, why, c.reuse, c.why)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/outpath"
 )
 
 var evalFlags struct {
@@ -21,6 +22,7 @@ var evalFlags struct {
 	data        dataFlags
 	split       string
 	pooling     string
+	compat      string
 	space       string
 	saveSims    string
 	noNDCG      bool
@@ -49,6 +51,7 @@ func init() {
   xmr eval --checkpoint runs/teran/best-rsum.safetensors --data world --split testall --protocol 1k
   xmr eval --checkpoint runs/a/best-rsum.safetensors --checkpoint runs/b/best-rsum.safetensors --data world   # ensemble
   xmr eval --checkpoint runs/tern/best-rsum.safetensors --data world --pooling MrSw   # "TERN MrSw Test"
+  xmr eval --checkpoint teran.safetensors --data data/coco_precomp --split testall --protocol 1k --compat official   # an imported TERAN, scored as the official evaluation scores it
   xmr eval --checkpoint runs/member --data world --space cross   # MEMBER (Cross): its cross-embeddings only
   xmr eval --sims sims_5k.npy --protocol 5k
   xmr eval --sims sims_5k.npy --protocol 1k --relevance coco-test-rougeL.npy --relevance-spice coco-test-spice.npy
@@ -60,6 +63,7 @@ func init() {
 			evalFlags.data.addTo(fs)
 			fs.StringVar(&evalFlags.split, "split", "test", "split of --data to evaluate")
 			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the models' scoring: global (cosine of the global vectors), order (SEAM's order similarity), MrSw, MwSr, Symm or MrAvgw")
+			fs.StringVar(&evalFlags.compat, "compat", "", "official: score TERAN's alignment poolings (MrSw, MwSr, Symm, MrAvgw) as the official evaluation (mesnico/TERAN evaluation.py) does: the last token before [SEP] not scored, each word's best region floored at 0 on images of fewer than 36 regions, each region's best word floored at 0 on captions of fewer than 88 tokens with [CLS] and [SEP] (docs/eval.md); default: xmr's own scoring")
 			fs.StringVar(&evalFlags.space, "space", "", "MEMBER's retrieval space: self, cross, comb (the configured combination), comb-similarity or comb-embedding; default: the checkpoint's model.space")
 			fs.StringVar(&evalFlags.saveSims, "save-sims", "", "write the (ensemble) similarity matrix to `SIMS.npy`")
 			fs.StringVar(&evalFlags.out, "out", "", "also write every metric as JSON to `FILE.json`")
@@ -87,7 +91,15 @@ func runEval(ctx context.Context, args []string) error {
 	if evalFlags.ndcgP <= 0 {
 		return usageErrorf("--ndcg-p must be > 0, got %d", evalFlags.ndcgP)
 	}
-	// Refuse an output that cannot be written before the work, not after.
+	// Refuse an output that would destroy an input, or that cannot be
+	// written, before the work (and the profile), not after.
+	if err := checkOutputs(evalInputs(), []outpath.Output{
+		{Flag: "--out", Path: evalFlags.out, Kind: outpath.Stream},
+		{Flag: "--save-sims", Path: evalFlags.saveSims, Kind: outpath.Stream},
+		profileOutput(evalFlags.cpuProfile),
+	}); err != nil {
+		return err
+	}
 	for _, o := range []struct{ flag, path string }{{"--out", evalFlags.out}, {"--save-sims", evalFlags.saveSims}} {
 		if err := checkOutputFile(o.path); err != nil {
 			return usageErrorf("%s: %v", o.flag, err)
@@ -102,8 +114,8 @@ func runEval(ctx context.Context, args []string) error {
 	case evalFlags.sims != "" && len(evalFlags.checkpoints) > 0:
 		return usageErrorf("give --sims or --checkpoint, not both")
 	case evalFlags.sims != "":
-		if evalFlags.saveSims != "" || evalFlags.pooling != "" || evalFlags.space != "" {
-			return usageErrorf("--save-sims, --pooling and --space go with --checkpoint")
+		if evalFlags.saveSims != "" || evalFlags.pooling != "" || evalFlags.space != "" || evalFlags.compat != "" {
+			return usageErrorf("--save-sims, --pooling, --compat and --space go with --checkpoint")
 		}
 		sims, err := eval.ReadNPY(evalFlags.sims)
 		if err != nil {
@@ -130,6 +142,10 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 			return usageErrorf("--pooling: %v", err)
 		}
 	}
+	compat, err := model.ParseCompat(f.compat)
+	if err != nil {
+		return usageErrorf("--compat: %v", err)
+	}
 	src, err := f.data.source()
 	if err != nil {
 		return err
@@ -152,16 +168,29 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 		if err != nil {
 			return err
 		}
+		err = checkDataFeatures(cf, path, src.Path)
 		cf.Close()
+		if err != nil {
+			return err
+		}
 		if f.space != "" {
 			if m, err = inSpace(m, path, f.space); err != nil {
 				return err
 			}
 		}
 		eval.LogImageInput(m, split)
+		s := m.Scoring()
+		if scoring != "" {
+			s = scoring
+		}
+		// Before the relevance matrices and the encoding: a refusal costs
+		// nothing.
+		if err := eval.CheckCompat(m, s, split, compat); err != nil {
+			return usageErrorf("--compat: %s: %v", path, err)
+		}
 		models = append(models, m)
 	}
-	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Grounding: grounding, Progress: true}
+	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Compat: compat, Grounding: grounding, Progress: true}
 	if opts.Relevances, err = relevanceFiles(split.NumCaptions(), split.NumImages()); err != nil {
 		return err
 	}
@@ -261,15 +290,26 @@ func writeReport(rep *eval.Report) error {
 	return nil
 }
 
+// evalInputs returns the files and directories that xmr eval reads.
+func evalInputs() []outpath.Input {
+	in := append(checkpointInputs(evalFlags.checkpoints...), evalFlags.data.inputs()...)
+	return append(in, outpath.Input{Flag: "--sims", Path: evalFlags.sims},
+		outpath.Input{Flag: "--relevance", Path: evalFlags.relevance},
+		outpath.Input{Flag: "--relevance-spice", Path: evalFlags.relevanceSpice})
+}
+
 // checkOutputFile says why path cannot be written, if it cannot: its
 // directory is missing, not a directory or not writable, or path is a
-// directory. An empty path is fine (no output).
+// directory. An empty path is fine (no output), and so is a FIFO or a
+// terminal, which is written directly.
 func checkOutputFile(path string) error {
 	if path == "" {
 		return nil
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("%s is a directory", path)
+	} else if err == nil && atomicfile.IsStream(st) {
+		return nil
 	}
 	dir := filepath.Dir(path)
 	st, err := os.Stat(dir)

@@ -62,7 +62,7 @@ func TestEvalChecksOutputsFirst(t *testing.T) {
 		{"--save-sims", dir, "is a directory"},
 	} {
 		_, stderr, code := run(t, "eval", "--checkpoint", filepath.Join(dir, "none.safetensors"), "--data", filepath.Join(dir, "no-world"), "--no-ndcg", c.flag, c.path)
-		if code != 2 || !strings.Contains(stderr, c.flag+": ") || !strings.Contains(stderr, c.path) || !strings.Contains(stderr, c.why) {
+		if code != 2 || !strings.Contains(stderr, c.flag) || !strings.Contains(stderr, c.path) || !strings.Contains(stderr, c.why) {
 			t.Errorf("%s %s: exit %d, stderr %q; want a usage error naming the flag, the path and %q", c.flag, c.path, code, stderr, c.why)
 		}
 	}

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/text"
 	"github.com/xmr-project/xmr/torchfile"
 	"github.com/xmr-project/xmr/train"
@@ -76,7 +78,12 @@ func runImport(ctx context.Context, args []string) error {
 	case f.from == "" && (f.modelName != "" || f.pooling != "" || f.vocab != ""):
 		return usageErrorf("--model, --pooling and --vocab go with --from")
 	}
-	if _, err := os.Stat(f.out); err == nil && !f.overwrite {
+	if err := checkOutputs([]outpath.Input{{Flag: "--from", Path: f.from}, {Flag: "--bert", Path: f.bert}, {Flag: "--vocab", Path: f.vocab}, {Flag: "--config", Path: f.config}},
+		[]outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Stream}}); err != nil {
+		return err
+	}
+	// A FIFO or a terminal is written to, not replaced.
+	if st, err := os.Stat(f.out); err == nil && !f.overwrite && !atomicfile.IsStream(st) {
 		return fmt.Errorf("%s already exists: give --overwrite to replace it", f.out)
 	}
 	var m model.Model

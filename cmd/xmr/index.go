@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/weaviate"
 )
 
@@ -26,17 +29,22 @@ var indexFlags struct {
 	overwrite  bool
 	backend    string
 	weaviate   weaviate.Config
+	ext        extractorFlags
+	workers    int
 }
 
 func init() {
 	register(&command{
 		name:    "index",
 		summary: "encode a collection (images and captions) with a model into an on-disk index for xmr search",
-		usage:   "--checkpoint CKPT --data PATH [--split S] --out INDEX [--append | --overwrite] [--backend weaviate --weaviate-url URL] [flags]",
+		usage:   "--checkpoint CKPT (--data PATH [--split S] | --images PHOTOS) --out INDEX [--append | --overwrite] [--backend weaviate --weaviate-url URL] [flags]",
 		examples: `  xmr index --checkpoint runs/teran --data world --split test --out world.idx
   xmr index --checkpoint runs/teran --data world --split dev --out world.idx --append   # add more images and captions
   xmr index --checkpoint runs/teran --data /data/coco --karpathy dataset_coco.json \
       --coco-annotations captions_val2014.json --split testall --images /data/coco/val2014 --out coco5k.idx
+  # A folder of photos, features extracted now (docs/extract.md), with a model
+  # trained on xmr extract's features:
+  xmr index --checkpoint runs/teran-px --images ~/photos --out photos.idx
 
 The index directory holds the model, the region/word and global vectors in
 memory-mapped segment files, and a catalogue (ids, captions, image paths,
@@ -57,9 +65,12 @@ run again. docs/weaviate.md describes it:
 			indexFlags.data.addTo(fs)
 			fs.StringVar(&indexFlags.split, "split", "test", "split of --data to index")
 			fs.StringVar(&indexFlags.out, "out", "", "index `DIR`")
-			fs.StringVar(&indexFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg); for a synthetic world, its images/SPLIT folder is used by default")
+			fs.StringVar(&indexFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg); for a synthetic world, its images/SPLIT folder is used by default. Without --data: a folder of JPEG and PNG photos, whose features are extracted now and indexed without captions")
+			indexFlags.ext.addTo(fs)
+			fs.IntVar(&indexFlags.workers, "workers", runtime.NumCPU(), "with --images and no --data: images extracted at once")
 			fs.BoolVar(&indexFlags.appendTo, "append", false, "add the split to an existing index (encoded by the same model)")
 			fs.BoolVar(&indexFlags.overwrite, "overwrite", false, "replace an existing index (with --backend weaviate: delete its collections and upload again)")
+			addCompatRefusal(fs, &indexCompat)
 			fs.StringVar(&indexFlags.backend, "backend", "local", "where the index lives: local (files in --out) or weaviate (a Weaviate server; --out holds its manifest)")
 			w := &indexFlags.weaviate
 			fs.StringVar(&w.URL, "weaviate-url", "", "Weaviate server `URL` (http://host:port; any node of a cluster), with --backend weaviate")
@@ -81,6 +92,9 @@ func runIndex(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageErrorf("unexpected arguments %q", args)
 	}
+	if err := refuseCompat("index", indexCompat); err != nil {
+		return err
+	}
 	switch {
 	case f.checkpoint == "":
 		return usageErrorf("--checkpoint is required")
@@ -97,6 +111,12 @@ func runIndex(ctx context.Context, args []string) error {
 	case f.backend == "local" && f.weaviate.URL != "":
 		return usageErrorf("--weaviate-url needs --backend weaviate")
 	}
+	// The index directory is the index's as a whole (--overwrite and
+	// --append remove the files its manifest no longer lists).
+	if err := checkOutputs(append(append(checkpointInputs(f.checkpoint), f.data.inputs()...), outpath.Input{Flag: "--images", Path: f.images}),
+		[]outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Dir}}); err != nil {
+		return err
+	}
 	if f.images != "" {
 		st, err := os.Stat(f.images)
 		if err != nil {
@@ -106,11 +126,18 @@ func runIndex(ctx context.Context, args []string) error {
 			return fmt.Errorf("--images %s: not a directory (want the folder of the image files)", f.images)
 		}
 	}
+	var feats *extract.Identity // the extractor of the model's features
 	mode := index.Create
 	if f.appendTo {
 		mode = index.Append
 	} else if f.overwrite {
 		mode = index.Overwrite
+	}
+	if f.data.path == "" && f.images != "" {
+		if f.backend != "local" {
+			return usageErrorf("--images without --data builds a local index; extract the photos with xmr extract and index them with --data for --backend weaviate")
+		}
+		return runIndexImages(ctx, mode)
 	}
 	src, err := f.data.source()
 	if err != nil {
@@ -120,7 +147,26 @@ func runIndex(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	err = checkDataFeatures(cf, f.checkpoint, src.Path)
+	if err == nil {
+		feats, err = checkpointIdentity(cf)
+	}
 	cf.Close()
+	if err != nil {
+		return err
+	}
+	if err := indexFeaturesBefore(f.out, feats, mode); err != nil {
+		return err
+	}
+	var rec *extract.Record // how the data's regions were chosen
+	if feats != nil {
+		if rec, err = extract.ReadRecord(src.Path); err != nil {
+			return err
+		}
+	}
+	if extract.IsIndexOnly(src.Path, f.split) {
+		return runIndexImageSet(ctx, m, src.Path, mode, feats, rec)
+	}
 	split, err := src.Load(ctx, f.split)
 	if err != nil {
 		return err
@@ -134,13 +180,19 @@ func runIndex(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	if f.backend == "weaviate" {
-		return runIndexWeaviate(ctx, f.out, f.weaviate, f.overwrite, m, split, imageDir, src.String())
+		if err := runIndexWeaviate(ctx, f.out, f.weaviate, f.overwrite, m, split, imageDir, src.String()); err != nil {
+			return err
+		}
+		return indexFeaturesAfter(f.out, feats, rec)
 	}
 	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was, and this build's files are removed (run the same command again)", f.out)}
 		}
+		return err
+	}
+	if err := indexFeaturesAfter(f.out, feats, rec); err != nil {
 		return err
 	}
 	// The index is published: count what it holds even if a signal comes

@@ -107,6 +107,9 @@ func runMain(args []string, out, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	finish := watchInterrupt(ctx, stop, errw)
+	// Deferred too, to run before stop when c.run panics: stop cancels
+	// ctx, and the watcher must not take that for a signal.
+	defer finish()
 	err := c.run(ctx, fs.Args())
 	finish()
 	if err != nil {
@@ -132,10 +135,12 @@ const interruptNotice = "xmr: interrupted; stopping at the next safe point (Ctrl
 // SIGINT and SIGTERM so that a second one kills the process, and prints
 // interruptNotice on w. Call finish when the command returns: it ends the
 // goroutine (printing nothing if no signal came) and waits for it, so that
-// nothing is written to w after finish returns.
+// nothing is written to w after finish returns. Calling finish again does
+// nothing.
 func watchInterrupt(ctx context.Context, stop func(), w io.Writer) (finish func()) {
 	done := make(chan struct{})
 	exited := make(chan struct{})
+	var once sync.Once
 	go func() {
 		defer close(exited)
 		select {
@@ -146,7 +151,7 @@ func watchInterrupt(ctx context.Context, stop func(), w io.Writer) (finish func(
 		}
 	}()
 	return func() {
-		close(done)
+		once.Do(func() { close(done) })
 		<-exited
 	}
 }

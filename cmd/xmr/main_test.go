@@ -45,7 +45,9 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"search", "--index", "no-such-index", "--text", "a", "--weaviate-url", "http://127.0.0.1:1"}, 2, nil, []string{"is not a Weaviate-backed index"}, ""},
 		{[]string{"search", "-h"}, 0, []string{"-weaviate-url", "docs/weaviate.md"}, nil, "Usage: xmr search"},
 		{[]string{"demo", "--n", "50"}, 2, nil, []string{"--n must be at least 200"}, ""},
-		{[]string{"demo", "--time-budget", "0s"}, 2, nil, []string{"--time-budget must be positive (or give --max-iters)"}, ""},
+		{[]string{"demo", "--max-iters", "0"}, 2, nil, []string{"--max-iters 0 trains until --time-budget, which is 0"}, ""},
+		{[]string{"demo", "--max-iters", "-1"}, 2, nil, []string{"--max-iters must be positive (or 0 with --time-budget), is -1"}, ""},
+		{[]string{"demo", "--time-budget", "-1s"}, 2, nil, []string{"--time-budget must be positive or 0 (no limit), is -1s"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -8,11 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/eval"
 	_ "github.com/xmr-project/xmr/eval/spice" // registers the "spice" metric
+	"github.com/xmr-project/xmr/outpath"
 )
 
 var relevanceFlags struct {
@@ -52,9 +54,21 @@ func runRelevance(ctx context.Context, args []string) error {
 	if relevanceFlags.perImage <= 0 {
 		return usageErrorf("--per-image must be > 0, got %d", relevanceFlags.perImage)
 	}
+	if !slices.Contains(eval.MetricNames(), relevanceFlags.metric) {
+		return usageErrorf("--metric %q: known metrics are %s", relevanceFlags.metric, strings.Join(eval.MetricNames(), ", "))
+	}
+	// A known metric that fails to start (SPICE on a broken $XMR_WORDNET)
+	// is a runtime error, not a usage error.
 	m, err := eval.LookupMetric(relevanceFlags.metric)
 	if err != nil {
-		return usageErrorf("--metric: %v", err)
+		return err
+	}
+	// The matrix grows in OUT.partial (with OUT.partial.json), which is
+	// renamed to OUT at the end: OUT is a regular file, never a stream.
+	out := relevanceFlags.out
+	if err := checkOutputs([]outpath.Input{{Flag: "--captions", Path: relevanceFlags.captions}},
+		[]outpath.Output{{Flag: "--out", Path: out, Writes: []string{out + ".partial", out + ".partial.json"}}}); err != nil {
+		return err
 	}
 	caps, err := readCaptionLines(relevanceFlags.captions)
 	if err != nil {

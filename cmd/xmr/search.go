@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/weaviate"
@@ -29,16 +30,20 @@ var searchFlags struct {
 	candidates int
 	probes     int
 	weaviate   string
+	imageFile  string
+	models     string
+	maxPixels  int64
 }
 
 func init() {
 	register(&command{
 		name:    "search",
 		summary: "search an index: the images a sentence describes (--text), or the captions of an image (--image)",
-		usage:   "--index INDEX (--text \"QUERY\" | --image ID) [-k 10] [--explain] [--json]",
+		usage:   "--index INDEX (--text \"QUERY\" | --image ID | --image-file PHOTO) [-k 10] [--explain] [--json]",
 		examples: `  xmr search --index world.idx --text "a red circle left of a blue square" -k 5
   xmr search --index world.idx --text "a red circle left of a blue square" --explain   # each word's best region
   xmr search --index world.idx --image synth-0000042 -k 5
+  xmr search --index coco.idx --image-file photo.jpg -k 5   # a new image: its features extracted now (docs/extract.md)
   xmr search --index world.idx --text "two green stars" --json | jq '.results[0].image.id'
   xmr search --index world.wv --text "two green stars" --pooling MwSr --candidates 500   # a Weaviate-backed index
 
@@ -51,8 +56,12 @@ Weaviate by maxSim and re-rank them exactly (docs/weaviate.md). --exact and
 			fs.StringVar(&searchFlags.index, "index", "", "index `DIR` made by xmr index")
 			fs.StringVar(&searchFlags.text, "text", "", "find the images this sentence describes")
 			fs.StringVar(&searchFlags.image, "image", "", "find the captions that describe the indexed image with this `ID`")
+			fs.StringVar(&searchFlags.imageFile, "image-file", "", "find the captions that describe a new image, this JPEG or PNG `FILE` (local index of a model trained on xmr extract's features)")
+			fs.StringVar(&searchFlags.models, "models", "", "with --image-file: `DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr)")
+			fs.Int64Var(&searchFlags.maxPixels, "max-pixels", extract.DefaultMaxPixels, "with --image-file: refuse an image whose header declares more pixels than this")
 			fs.IntVar(&searchFlags.k, "k", 10, "number of results")
 			fs.StringVar(&searchFlags.pooling, "pooling", "", "override the model's scoring: global, order, MrSw, MwSr, Symm or MrAvgw")
+			addCompatRefusal(fs, &searchCompat)
 			fs.BoolVar(&searchFlags.explain, "explain", false, "show, for each result, every word's best region and its cosine")
 			fs.BoolVar(&searchFlags.json, "json", false, "print the results as one JSON object")
 			fs.BoolVar(&searchFlags.exact, "exact", false, "score every item exhaustively with the float32 vectors (default: 4-bit PQ codes, then the best --rerank rescored in float32)")
@@ -80,11 +89,14 @@ func runSearch(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageErrorf("unexpected arguments %q (quote the query: --text \"a red circle\")", args)
 	}
+	if err := refuseCompat("search", searchCompat); err != nil {
+		return err
+	}
 	switch {
 	case f.index == "":
 		return usageErrorf("--index is required")
-	case (f.text == "") == (f.image == ""):
-		return usageErrorf("give --text or --image (one of them)")
+	case btoi(f.text != "")+btoi(f.image != "")+btoi(f.imageFile != "") != 1:
+		return usageErrorf("give --text or --image (an indexed image's id) or --image-file (a new image), one of them")
 	case f.k <= 0:
 		return usageErrorf("-k must be positive, is %d", f.k)
 	case f.rerank < -1:
@@ -120,6 +132,9 @@ func runSearch(ctx context.Context, args []string) error {
 	if f.text != "" {
 		out.Query, out.Mode = f.text, "text-to-image"
 		out.Results, err = ix.SearchText(ctx, f.text, opts)
+	} else if f.imageFile != "" {
+		out.Query, out.Mode = f.imageFile, "image-to-text"
+		out.Results, err = searchImageFile(ctx, ix, f.index, f.imageFile, f.models, extract.Limits{MaxPixels: f.maxPixels}, opts)
 	} else {
 		out.Query, out.Mode = f.image, "image-to-text"
 		out.Results, err = ix.SearchImage(ctx, f.image, opts)

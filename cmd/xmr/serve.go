@@ -23,6 +23,8 @@ var serveFlags struct {
 	timeout       time.Duration
 	maxConcurrent int
 	weaviate      string
+	models        string
+	maxUpload     int64
 }
 
 func init() {
@@ -49,6 +51,8 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 			fs.DurationVar(&serveFlags.timeout, "timeout", 10*time.Second, "longest time one search may take (then 503)")
 			fs.StringVar(&serveFlags.weaviate, "weaviate-url", "", "Weaviate-backed index: ask this server `URL` instead of the one in its weaviate.json")
 			fs.IntVar(&serveFlags.maxConcurrent, "max-concurrent", 0, "searches run at once, the others wait (0: one per CPU)")
+			fs.StringVar(&serveFlags.models, "models", "", "`DIR` caching the detector's weights, for searches by an uploaded image (an index whose model reads xmr extract's features); default $XMR_MODELS, else ~/.cache/xmr")
+			fs.Int64Var(&serveFlags.maxUpload, "max-upload-bytes", server.DefaultMaxUploadBytes, "largest uploaded image, in bytes (then 413)")
 		},
 		run: func(ctx context.Context, args []string) error {
 			f := serveFlags
@@ -62,7 +66,7 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 			case f.maxConcurrent < 0:
 				return usageErrorf("--max-concurrent must be positive or 0, is %d", f.maxConcurrent)
 			}
-			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent}, f.weaviate)
+			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent, MaxUploadBytes: f.maxUpload}, f.weaviate)
 		},
 	})
 }
@@ -93,6 +97,16 @@ func serveIndex(ctx context.Context, dir, images, addr, example string, o *serve
 		opts = *o
 	}
 	opts.Images = images
+	// An index of a model trained on xmr extract's features takes
+	// uploaded images: the detector is loaded now.
+	if opts.MaxUploadBytes <= 0 {
+		opts.MaxUploadBytes = server.DefaultMaxUploadBytes
+	}
+	if q, err := uploadQuery(ctx, dir, weaviate.IsIndex(dir) || weaviateURL != "", serveFlags.models, opts.MaxUploadBytes); err != nil {
+		slog.Warn("searches by uploaded image are off: the detector could not be loaded", "err", err)
+	} else {
+		opts.ImageQuery = q
+	}
 	s, err := server.New(ix, &opts)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/synth"
 )
 
@@ -54,6 +55,11 @@ func runSynth(ctx context.Context, args []string) error {
 	}
 	if synthFlags.out == "" {
 		return usageErrorf("--out is required")
+	}
+	// synth reads no file; the rule still refuses an --out that is a
+	// device, a FIFO or a file.
+	if err := checkOutputs(nil, []outpath.Output{{Flag: "--out", Path: synthFlags.out, Kind: outpath.Dir}}); err != nil {
+		return err
 	}
 	cfg := synthFlags.cfg
 	if cfg.Dim <= 0 || cfg.Regions <= 0 {

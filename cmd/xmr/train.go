@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/xmr-project/xmr/lockfile"
+	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/train"
 )
 
@@ -109,6 +111,9 @@ func runTrain(ctx context.Context, args []string) error {
 	if f.resume && f.bert != "" {
 		return usageErrorf("--bert goes with --config, for a new run: a resumed run has its BERT in its checkpoint; drop --bert")
 	}
+	if err := checkOutputs(trainInputs(f), []outpath.Output{trainOutput(f), profileOutput(f.cpuProfile)}); err != nil {
+		return err
+	}
 	src, err := f.data.source()
 	if err != nil {
 		return err
@@ -141,9 +146,18 @@ func runTrain(ctx context.Context, args []string) error {
 		}
 		cfg.TextModel.Pretrain = f.bert
 	}
+	dataPath := src.Path
+	if dataPath == "" {
+		dataPath = cfg.Dataset.Data
+	}
+	// The checkpoints record which extractor made the data's features.
+	meta, err := trainMeta(dataPath, f.out, f.resume)
+	if err != nil {
+		return err
+	}
 	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
 		Resume: f.resume, ConfigName: configName, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
-		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters})
+		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters, Meta: meta})
 	var intr *train.Interrupted
 	switch {
 	case errors.As(err, &intr):
@@ -162,6 +176,23 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(stdout, "\nbest rsum %.1f; checkpoints in %s\n", res.BestRSum, f.out)
 	return nil
+}
+
+// trainInputs returns the files and directories that xmr train reads.
+func trainInputs(f trainOptions) []outpath.Input {
+	return append(f.data.inputs(), outpath.Input{Flag: "--config", Path: f.config}, outpath.Input{Flag: "--bert", Path: f.bert})
+}
+
+// trainOutput is the run directory with the files a run writes in it
+// (train.Run's, and the lock); a resumed run's config.yaml is its own, read
+// and written again.
+func trainOutput(f trainOptions) outpath.Output {
+	writes := []string{"last.safetensors", "best-rsum.safetensors", "best-ndcg.safetensors",
+		"metrics.csv", "metrics.json", "curves.png", lockfile.Name}
+	if !f.resume {
+		writes = append(writes, "config.yaml")
+	}
+	return outpath.Output{Flag: "--out", Path: f.out, Kind: outpath.Dir, Writes: writes}
 }
 
 // resumeCommand returns the command line that continues the run of f: the
@@ -185,5 +216,5 @@ func resumeCommand(f trainOptions) string {
 	if f.checkpointIters > 0 {
 		args = append(args, "--checkpoint-iters", strconv.Itoa(f.checkpointIters))
 	}
-	return shellJoin(args)
+	return commandLine(args)
 }

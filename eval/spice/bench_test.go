@@ -61,7 +61,9 @@ func BenchmarkScoreRows(b *testing.B) {
 	pairs := 0
 	for k := 0; k < b.N; k++ {
 		i0 := (k * 16) % (nc - 16)
-		s.ScoreRows(i0, i0+16, out)
+		if err := s.ScoreRows(context.Background(), i0, i0+16, out); err != nil {
+			b.Fatal(err)
+		}
 		pairs += 16 * ni
 	}
 	b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(pairs), "ns/pair")

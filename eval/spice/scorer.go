@@ -350,7 +350,9 @@ func (s *Scorer) Stats(i, j int) Stats {
 // i0 <= i < i1 and every image j. It walks the postings of each caption's
 // tuples, touching only images that share a tuple, and is much faster than
 // calling Score for every pair. Concurrent calls on disjoint rows are safe.
-func (s *Scorer) ScoreRows(i0, i1 int, out []float32) {
+// It checks ctx before each row and returns ctx's error, out partly
+// written, once ctx is done.
+func (s *Scorer) ScoreRows(ctx context.Context, i0, i1 int, out []float32) error {
 	nImg := len(s.nRef)
 	if len(out) < (i1-i0)*nImg {
 		panic(fmt.Sprintf("spice: ScoreRows(%d, %d) needs %d outputs, got %d", i0, i1, (i1-i0)*nImg, len(out)))
@@ -362,6 +364,9 @@ func (s *Scorer) ScoreRows(i0, i1 int, out []float32) {
 	seen := make([]uint64, nImg*words)
 	var touched []uint32
 	for i := i0; i < i1; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		row := out[(i-i0)*nImg : (i-i0+1)*nImg]
 		clear(row)
 		touched = touched[:0]
@@ -402,6 +407,7 @@ func (s *Scorer) ScoreRows(i0, i1 int, out []float32) {
 			clear(seen[int(j)*words : int(j+1)*words])
 		}
 	}
+	return nil
 }
 
 // matched returns the size of a maximum matching between caption i's tuples

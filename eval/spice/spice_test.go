@@ -267,7 +267,9 @@ func TestScorerAgreesWithCompare(t *testing.T) {
 		t.Fatalf("NumCaptions %d NumImages %d", s.NumCaptions(), s.NumImages())
 	}
 	rows := make([]float32, len(caps)*nImages)
-	s.ScoreRows(0, len(caps), rows)
+	if err := s.ScoreRows(context.Background(), 0, len(caps), rows); err != nil {
+		t.Fatal(err)
+	}
 	nonzero := 0
 	for i := range caps {
 		for j := 0; j < nImages; j++ {
@@ -447,4 +449,38 @@ func ExampleMetric_Compare() {
 	// Output:
 	// (couch) (dog) (dog, play on, couch) (dog, two)
 	// matched 2 of 4 candidate and 6 reference tuples: F1 0.400
+}
+
+// TestMegabyteCaption checks SPICE on caption lines of a megabyte (many
+// words, one word, punctuation only): preparing parses only the first
+// words of each, a context done before scoring stops ScoreRows at once, and
+// a context done while parsing stops the preparation.
+func TestMegabyteCaption(t *testing.T) {
+	m := testMetric(t)
+	words := strings.Repeat("a man with a red dog runs on the grass ", 1<<20/40)
+	for name, big := range map[string]string{
+		"words":       words,
+		"one word":    strings.Repeat("x", 1<<20),
+		"punctuation": strings.Repeat(", ", 1<<19),
+	} {
+		t.Run(name, func(t *testing.T) {
+			caps := []string{big, "a man", "a dog", "a red car", "a man with a dog", "a cat"}
+			s, err := m.PrepareScorer(context.Background(), caps, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := make([]float32, len(caps)*2)
+			if err := s.ScoreRows(context.Background(), 0, len(caps), out); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := s.ScoreRows(ctx, 0, len(caps), out); !errors.Is(err, context.Canceled) {
+				t.Errorf("ScoreRows with a done context: err = %v, want context.Canceled", err)
+			}
+			if _, err := m.PrepareScorer(ctx, caps, 3); !errors.Is(err, context.Canceled) {
+				t.Errorf("PrepareScorer with a done context: err = %v, want context.Canceled", err)
+			}
+		})
+	}
 }

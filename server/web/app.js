@@ -239,6 +239,27 @@
     }
   }
 
+  // searchPhoto finds the captions of an uploaded photo (its features
+  // are extracted by the server) and lists them in the results.
+  async function searchPhoto(file) {
+    $("hint").hidden = true;
+    setStatus(`Reading ${file.name}…`);
+    $("results").replaceChildren();
+    try {
+      const r = await fetch("/api/search/upload?k=" + RESULTS, {
+        method: "POST", headers: { "Content-Type": file.type || "application/octet-stream" }, body: file });
+      let data = null;
+      try { data = await r.json(); } catch (e) { /* not JSON */ }
+      if (!r.ok) throw new Error((data && data.error) || `${r.status} ${r.statusText}`);
+      setStatus(`${data.results.length} captions for ${file.name} (${data.scoring} scoring, ${data.ms.toFixed(1)} ms)`);
+      $("results").append(el("ol", { class: "captions" }, ...data.results.map((x) =>
+        el("li", {}, el("span", { class: "score" }, x.score.toFixed(3)), " ", x.caption.text,
+          el("span", { class: "muted" }, ` (${x.caption.image_id})`)))));
+    } catch (e) {
+      setStatus(e.message, true);
+    }
+  }
+
   // The address keeps the query and the open image: #q=...&image=...
   function setHash() {
     const p = new URLSearchParams();
@@ -263,6 +284,15 @@
       $("info").textContent = `${info.images.toLocaleString()} images, ${info.captions.toLocaleString()} captions; ` +
         `${info.model} (${info.scoring})` + (info.image_files ? "" : "; no image files: regions drawn as boxes");
       $("q").maxLength = info.max_query_chars;
+      if (info.image_upload) {
+        $("upload").hidden = false;
+        $("photo").addEventListener("change", () => {
+          const f = $("photo").files[0];
+          if (!f) return;
+          if (f.size > info.max_upload_bytes) setStatus(`${f.name} is larger than ${info.max_upload_bytes} bytes`, true);
+          else searchPhoto(f);
+        });
+      }
       if (info.example) {
         $("q").placeholder = `Describe an image, e.g. ${info.example}`;
         $("example").textContent = info.example;

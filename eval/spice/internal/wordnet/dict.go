@@ -62,8 +62,8 @@ func Parse(dir string) (*DB, error) {
 			}
 			nSyn, err1 := strconv.Atoi(f[2])
 			nPtr, err2 := strconv.Atoi(f[3])
-			if err1 != nil || err2 != nil || nSyn <= 0 || 4+nPtr+2+nSyn != len(f) {
-				return fmt.Errorf("bad line %q", line)
+			if err1 != nil || err2 != nil || nSyn <= 0 || nPtr < 0 || nSyn > len(f)-6 || nPtr > len(f)-6 || 4+nPtr+2+nSyn != len(f) {
+				return fmt.Errorf("bad line %q: want lemma, pos, synset_cnt, p_cnt, p_cnt pointers, sense_cnt, tagsense_cnt and synset_cnt offsets", line)
 			}
 			offs := make([]uint32, nSyn)
 			for i, s := range f[len(f)-nSyn:] {
@@ -79,6 +79,9 @@ func Parse(dir string) (*DB, error) {
 		})
 		if err != nil {
 			return nil, fmt.Errorf("wordnet: %w", err)
+		}
+		if len(offsets[p]) == 0 {
+			return nil, fmt.Errorf("wordnet: %s has no entry", path)
 		}
 	}
 	// Dense synset ids in (POS, offset) order.
@@ -108,7 +111,9 @@ func Parse(dir string) (*DB, error) {
 	}
 
 	// Frequencies: cntlist.rev lines are "lemma%ss_type:... sense_number tag_cnt".
-	err := eachLine(filepath.Join(dir, "cntlist.rev"), func(line string) error {
+	counts := 0
+	cntPath := filepath.Join(dir, "cntlist.rev")
+	err := eachLine(cntPath, func(line string) error {
 		f := strings.Fields(line)
 		if len(f) != 3 {
 			return nil
@@ -136,15 +141,22 @@ func Parse(dir string) (*DB, error) {
 			return nil
 		}
 		b.addFreq(lemma, p, n)
+		counts++
 		return nil
 	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case err == nil && counts == 0:
+		// A truncated copy would silently change every sense order.
+		return nil, fmt.Errorf("wordnet: %s has no frequency line (lemma%%key sense_number tag_cnt); remove it to go without frequencies", cntPath)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("wordnet: %w", err)
 	}
 
 	// Animate flag from the noun hypernym graph.
 	hyper := map[uint32][]uint32{}
-	err = eachLine(filepath.Join(dir, "data.noun"), func(line string) error {
+	synsets := 0
+	dataPath := filepath.Join(dir, "data.noun")
+	err = eachLine(dataPath, func(line string) error {
 		if strings.HasPrefix(line, " ") || line == "" {
 			return nil
 		}
@@ -168,9 +180,10 @@ func Parse(dir string) (*DB, error) {
 			return fmt.Errorf("bad data line %q", line)
 		}
 		pcnt, err := strconv.Atoi(f[k])
-		if err != nil || k+1+4*pcnt > len(f) {
-			return fmt.Errorf("bad data line %q", line)
+		if err != nil || pcnt < 0 || pcnt > (len(f)-k-1)/4 {
+			return fmt.Errorf("bad data line %q: pointer count %q, want 0 to %d (the pointers on the line)", line, f[k], (len(f)-k-1)/4)
 		}
+		synsets++
 		for i := 0; i < pcnt; i++ {
 			sym, tgt, tpos := f[k+1+4*i], f[k+2+4*i], f[k+3+4*i]
 			if (sym == "@" || sym == "@i") && tpos == "n" {
@@ -182,6 +195,9 @@ func Parse(dir string) (*DB, error) {
 		}
 		return nil
 	})
+	if err == nil && synsets == 0 {
+		err = fmt.Errorf("%s has no synset line; remove it to go without the animate flag", dataPath)
+	}
 	switch {
 	case err == nil:
 		memo := map[uint32]bool{}

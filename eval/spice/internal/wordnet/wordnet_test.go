@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -222,5 +225,96 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("lemma %q at %d indexed as %d", l, i, db.index[l])
 			}
 		}
+	})
+}
+
+// miniDict writes a tiny WordNet dictionary directory: two nouns, a verb,
+// an adjective and an adverb, with the files named in files replaced.
+func miniDict(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	all := map[string]string{
+		"index.noun":  "  1 licence header\ndog n 1 1 @ 1 0 02084071\nman n 1 1 @ 1 1 10287213\n",
+		"index.verb":  "run v 1 0 1 0 01926311\n",
+		"index.adj":   "red a 1 0 1 0 00381097\n",
+		"index.adv":   "fast r 1 0 1 0 00086000\n",
+		"noun.exc":    "men man\n",
+		"verb.exc":    "ran run\n",
+		"adj.exc":     "",
+		"adv.exc":     "",
+		"cntlist.rev": "man%1:18:00:: 1 100\n",
+		"data.noun":   "  1 licence header\n02084071 05 n 01 dog 0 001 @ 00015388 n 0000 | a dog\n10287213 18 n 01 man 0 001 @ 00007846 n 0000 | a man\n",
+	}
+	for name, body := range files {
+		all[name] = body
+	}
+	for name, body := range all {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestParseHostile feeds Parse dictionaries crafted to break it: pointer
+// and synset counts that index past the line (a data.noun pointer count
+// of 2^62 overflowed the bound check and indexed out of range), and empty
+// index and frequency files, which are errors naming the file and line.
+func TestParseHostile(t *testing.T) {
+	if _, err := Parse(miniDict(t, nil)); err != nil {
+		t.Fatalf("the mini dictionary: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"data.noun pointer count overflows", map[string]string{"data.noun": "02084071 05 n 01 dog 0 4611686018427387904 @ 00015388 n 0000\n"},
+			"data.noun:1: bad data line"},
+		{"data.noun pointer count too big", map[string]string{"data.noun": "02084071 05 n 01 dog 0 002 @ 00015388 n 0000\n"},
+			"pointer count \"002\", want 0 to 1"},
+		{"data.noun negative pointer count", map[string]string{"data.noun": "02084071 05 n 01 dog 0 -1 @ 00015388 n 0000\n"},
+			"data.noun:1: bad data line"},
+		{"data.noun empty", map[string]string{"data.noun": "  1 licence header only\n"}, "data.noun has no synset line"},
+		{"index.noun synset count past the line", map[string]string{"index.noun": "dog n 100 -99 1 0 02084071\n"},
+			"index.noun:1: bad line"},
+		{"index.noun empty", map[string]string{"index.noun": "  1 licence header only\n"}, "index.noun has no entry"},
+		{"index.verb empty", map[string]string{"index.verb": "\n"}, "index.verb has no entry"},
+		{"cntlist.rev empty", map[string]string{"cntlist.rev": "\n"}, "cntlist.rev has no frequency line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(miniDict(t, tc.files))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParseDict fuzzes the dictionary parser on the two files with counts
+// that index the fields of a line: index.noun and data.noun. It must return
+// a DB or an error, never panic.
+func FuzzParseDict(f *testing.F) {
+	f.Add("dog n 1 1 @ 1 0 02084071\n", "02084071 05 n 01 dog 0 001 @ 00015388 n 0000 | a dog\n")
+	f.Add("dog n 100 -99 1 0 02084071\n", "02084071 05 n 01 dog 0 4611686018427387904 @ 00015388 n 0000\n")
+	f.Add("dog n 1 0 1 0 1\n", "1 05 n ffffffff dog 0 0\n")
+	dir := f.TempDir()
+	base := map[string]string{
+		"index.verb": "run v 1 0 1 0 01926311\n", "index.adj": "red a 1 0 1 0 00381097\n",
+		"index.adv": "fast r 1 0 1 0 00086000\n", "noun.exc": "", "verb.exc": "", "adj.exc": "", "adv.exc": "",
+	}
+	for name, body := range base {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, index, data string) {
+		if err := os.WriteFile(filepath.Join(dir, "index.noun"), []byte(index), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "data.noun"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		Parse(dir)
 	})
 }

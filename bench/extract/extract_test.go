@@ -1,0 +1,37 @@
+package extract
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xmr-project/xmr/bench"
+	"github.com/xmr-project/xmr/detect"
+)
+
+func TestRunQuick(t *testing.T) {
+	dir := filepath.Join(detect.DefaultCacheDir(), "centernet-"+detect.Version)
+	if detect.Verify(dir) != nil {
+		if _, err := exec.LookPath("npm"); err != nil && os.Getenv("CI") != "true" {
+			t.Skipf("the detector's weights are not cached and npm is missing: %v", err)
+		}
+	}
+	var rs []bench.Result
+	err := run(context.Background(), bench.Options{Quick: true, NoPeer: true, Emit: func(r bench.Result) { rs = append(rs, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Unit != "images/s" || rs[0].Value <= 0 || !strings.Contains(rs[0].Note, "--no-peer") {
+		t.Fatalf("results %+v", rs)
+	}
+}
+
+func TestRunArgs(t *testing.T) {
+	err := run(context.Background(), bench.Options{Args: []string{"x=1"}, Emit: func(bench.Result) {}})
+	if err == nil || !strings.Contains(err.Error(), "no arguments") {
+		t.Fatalf("error %v", err)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xmr-project/xmr/synth"
+)
+
+// TestDemoSchedule checks the training the demo announces: iterations,
+// with the slow machine's time only for the default config (the one it is
+// measured for) and only when it is worth saying, or a time budget.
+func TestDemoSchedule(t *testing.T) {
+	cases := []struct {
+		iters  int
+		budget time.Duration
+		config string
+		want   string
+	}{
+		{demoIters, 0, demoConfig, "for 600 iterations (about 2m20s on 2 cores of a first-generation Zen, less on a newer CPU)"},
+		{1000, 0, demoConfig, "for 1000 iterations (about 3m50s on 2 cores of a first-generation Zen"},
+		{600, 0, "tern-small", "for 600 iterations"},
+		{3, 0, demoConfig, "for 3 iterations"}, // under a second: no estimate
+		{600, time.Minute, demoConfig, "for 600 iterations or 1m0s"},
+		{0, 90 * time.Second, demoConfig, "for 1m30s"},
+	}
+	for _, c := range cases {
+		got := demoSchedule(c.iters, c.budget, c.config)
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("demoSchedule(%d, %v, %q) = %q, want it to start with %q", c.iters, c.budget, c.config, got, c.want)
+		}
+		if (c.config != demoConfig || c.iters < 100) && strings.Contains(got, "Zen") {
+			t.Errorf("demoSchedule(%d, %v, %q) = %q: an estimate for a config it was not measured for", c.iters, c.budget, c.config, got)
+		}
+	}
+}
+
+// TestDemoWorldShape checks that the demo makes its world again when the
+// one in its directory has other features than the demo's (a world from
+// an earlier version of the demo), and reuses its own.
+func TestDemoWorldShape(t *testing.T) {
+	old := stdout
+	stdout = io.Discard
+	t.Cleanup(func() { stdout = old })
+	dir := t.TempDir()
+	ctx := context.Background()
+	if _, err := synth.Generate(ctx, dir, synth.Config{N: 200, Seed: 1, Dim: 8, Regions: 6, Noise: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	m, made, err := demoWorld(ctx, dir, 200, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !made || m.Dim != demoDim || m.Regions != demoRegions || !m.PNG {
+		t.Fatalf("a world of 8-d features in 6 regions: made %v, now %d-d in %d regions, PNGs %v; want it made again with %d-d in %d regions and PNGs",
+			made, m.Dim, m.Regions, m.PNG, demoDim, demoRegions)
+	}
+	if _, made, err := demoWorld(ctx, dir, 200, false); err != nil || made {
+		t.Fatalf("the demo's own world: made again %v (%v), want it reused", made, err)
+	}
+}

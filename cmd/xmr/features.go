@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/xmr-project/xmr/checkpoint"
+	"github.com/xmr-project/xmr/extract"
+	"github.com/xmr-project/xmr/model"
+)
+
+// dataIdentity returns the feature extractor that the data set at path
+// records (extract.FileName), or nil when it records none: precomputed
+// features (bottom-up, the synthetic world's), TSV files, or a path that is
+// not a directory.
+func dataIdentity(path string) (*extract.Identity, error) {
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return nil, nil
+	}
+	return extract.ReadIdentity(path)
+}
+
+// checkpointIdentity returns the feature extractor that the metadata of a
+// checkpoint records (extract.MetaKey), or nil.
+func checkpointIdentity(f *checkpoint.File) (*extract.Identity, error) {
+	id, err := extract.FromMeta(f.Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path(), err)
+	}
+	return id, nil
+}
+
+// checkDataFeatures refuses to pair the model of checkpoint file f (given
+// as ckptFlag on the command line) with the data at dataPath when their
+// feature extractors differ (extract.Check).
+func checkDataFeatures(f *checkpoint.File, ckptFlag, dataPath string) error {
+	mid, err := checkpointIdentity(f)
+	if err != nil {
+		return err
+	}
+	did, err := dataIdentity(dataPath)
+	if err != nil {
+		return err
+	}
+	return extract.Check(mid, "the model of --checkpoint "+ckptFlag, did, "--data "+dataPath)
+}
+
+// trainMeta returns the checkpoint metadata that records the data's
+// extractor for a training run on dataPath, and on a resumed run checks
+// that the run's checkpoint records the same.
+func trainMeta(dataPath, runDir string, resume bool) (map[string]string, error) {
+	did, err := dataIdentity(dataPath)
+	if err != nil {
+		return nil, err
+	}
+	if resume {
+		if last := filepath.Join(runDir, "last.safetensors"); fileExists(last) {
+			f, err := checkpoint.Open(last)
+			if err != nil {
+				return nil, err
+			}
+			mid, err := checkpointIdentity(f)
+			f.Close()
+			if err != nil {
+				return nil, err
+			}
+			if err := extract.Check(mid, "the run in "+runDir, did, "--data "+dataPath); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if did == nil {
+		return nil, nil
+	}
+	md := map[string]string{extract.MetaKey: did.Marshal()}
+	if rec, err := extract.ReadRecord(dataPath); err == nil && rec != nil && rec.Kind != "" {
+		md[extract.KindMetaKey] = rec.Kind
+	}
+	return md, nil
+}
+
+// imageModel loads the model of a checkpoint that is to read features made
+// from images now, by e: the checkpoint must record e's identity. It also
+// returns the kind of features the model was trained on ("regions",
+// "global"; "" when the checkpoint does not say).
+func imageModel(ckpt string, e *extract.Extractor) (model.Model, string, error) {
+	m, cf, err := model.Load(ckpt)
+	if err != nil {
+		return nil, "", err
+	}
+	defer cf.Close()
+	mid, err := checkpointIdentity(cf)
+	if err != nil {
+		return nil, "", err
+	}
+	id := e.Identity()
+	if err := extract.Check(mid, "the model of --checkpoint "+ckpt, &id, "images extracted now"); err != nil {
+		return nil, "", err
+	}
+	return m, cf.Metadata()[extract.KindMetaKey], nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/extract"
+	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/server"
+)
+
+// photoSource returns the features of extracted images as a model's input,
+// of the kind the model was trained on: the global vectors for kind
+// "global", the regions for "regions", and when the kind is unknown, the
+// global vectors for a model that reads one per image (SEAM, VSE++).
+func photoSource(m model.Model, fs []*extract.Features, e *extract.Extractor, kind string) *data.Regions {
+	if kind == "global" || kind == "" && m.Config().GlobalImages() {
+		return extract.PackGlobal(fs, e.Width())
+	}
+	return extract.Pack(fs, e.MaxBoxes(), e.Width())
+}
+
+// imageSetCollection turns an index-only split into what the index builds
+// from: images without captions, their files found in imageDir.
+func imageSetCollection(set *extract.ImageSet, imageDir string) index.Collection {
+	c := index.Collection{Images: set.Images}
+	for i, id := range set.IDs {
+		row := index.ImageRow{ID: id, Path: imageFile(imageDir, id), Width: set.Sizes[i][0], Height: set.Sizes[i][1]}
+		if !set.Global {
+			for r := 0; r < set.Images.NumRegions(i); r++ {
+				b := set.Images.Box5(i, r)
+				row.Boxes = append(row.Boxes, [4]float32{b[0], b[1], b[2], b[3]})
+			}
+		}
+		c.ImageRows = append(c.ImageRows, row)
+	}
+	return c
+}
+
+// photoCollection turns images extracted now into an index collection,
+// without captions.
+func photoCollection(src *data.Regions, fs []*extract.Features, items []extract.Item) index.Collection {
+	c := index.Collection{Images: src}
+	for i, f := range fs {
+		path := items[i].Path
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		row := index.ImageRow{ID: items[i].ID, Path: path, Width: float32(f.Width), Height: float32(f.Height)}
+		if src.Boxes != nil {
+			for r := 0; r < src.NumRegions(i); r++ {
+				b := src.Box5(i, r)
+				row.Boxes = append(row.Boxes, [4]float32{b[0], b[1], b[2], b[3]})
+			}
+		}
+		c.ImageRows = append(c.ImageRows, row)
+	}
+	return c
+}
+
+// indexFeaturesBefore prepares the record of the extractor in an index
+// directory before a build (mode) with a model trained on features of id
+// (nil: of unknown provenance): when the build replaces or adds to an
+// index, a record that would then be wrong is removed first, so that a
+// build that fails half-way leaves no false record. (A new index is only
+// built where there is none, whose record, if any, is stale anyway.)
+func indexFeaturesBefore(out string, id *extract.Identity, mode index.Mode) error {
+	if mode == index.Create {
+		return nil
+	}
+	have, err := extract.ReadIdentity(out)
+	if err != nil || have == nil {
+		return nil // a bad record is replaced after the build
+	}
+	if id == nil || !have.Equal(*id) {
+		return extract.RemoveRecord(out)
+	}
+	return nil
+}
+
+// indexFeaturesAfter records, once a build is published, which extractor's
+// features the index's model reads (and how the regions of its images
+// were chosen, from rec when given): search --image-file and the server's
+// image upload extract a new image the same way.
+func indexFeaturesAfter(out string, id *extract.Identity, rec *extract.Record) error {
+	if id == nil {
+		return extract.RemoveRecord(out)
+	}
+	r := &extract.Record{Extractor: *id, Kind: "index", MaxBoxes: 36, MinScore: extract.DefaultMinScore}
+	if rec != nil && rec.MaxBoxes > 0 {
+		r.MaxBoxes, r.MinScore, r.Fill = rec.MaxBoxes, rec.MinScore, rec.Fill
+	}
+	if rec != nil {
+		r.FeatureKind = rec.Kind
+	}
+	return extract.WriteRecord(out, r)
+}
+
+// recordExtractor returns the extractor that makes the features rec
+// records: its maps, number of boxes and score threshold, with the
+// detector loaded from cache (see loadDetector). The detector must be the
+// one rec names.
+func recordExtractor(ctx context.Context, cache string, rec *extract.Record, lim extract.Limits) (*extract.Extractor, error) {
+	det, err := loadDetector(ctx, cache)
+	if err != nil {
+		return nil, err
+	}
+	e, err := extract.New(ctx, det, extract.Options{Maps: rec.Extractor.Maps, MaxBoxes: rec.MaxBoxes, MinScore: rec.MinScore})
+	if err != nil {
+		return nil, err
+	}
+	id := e.Identity()
+	if err := extract.Check(&rec.Extractor, "the recorded model", &id, "this xmr's detector"); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// imageQuery extracts the features of one image file with e and encodes
+// them with m as a query of one item.
+func imageQuery(ctx context.Context, m model.Model, e *extract.Extractor, pic *extract.Picture, kind string) (*model.Embeddings, *extract.Features, error) {
+	f, err := e.Run(ctx, pic)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := model.EncodeImages(ctx, m, photoSource(m, []*extract.Features{f}, e, kind), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q, f, nil
+}
+
+// searchImageFile finds the captions of a local index that describe a new
+// image, the file at path: its features are extracted as the index
+// records (extract.FileName in the index directory).
+func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache string, lim extract.Limits, o *index.SearchOptions) ([]index.Result, error) {
+	local, ok := ix.(*index.Index)
+	if !ok {
+		return nil, usageErrorf("--image-file searches a local index; %s is held by another engine", dir)
+	}
+	rec, err := extract.ReadRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("--image-file: %s records no feature extractor (no %s): its model was trained on precomputed features, which no image can be turned into here; index with a model trained on xmr extract's features", dir, extract.FileName)
+	}
+	pic, err := extract.LoadFile(path, lim)
+	if err != nil {
+		return nil, err
+	}
+	e, err := recordExtractor(ctx, cache, rec, lim)
+	if err != nil {
+		return nil, err
+	}
+	m, err := local.Model()
+	if err != nil {
+		return nil, err
+	}
+	q, _, err := imageQuery(ctx, m, e, pic, rec.FeatureKind)
+	if err != nil {
+		return nil, err
+	}
+	return local.Search(ctx, q, false, o)
+}
+
+// runIndexImages indexes a folder of photos (indexFlags.images, no
+// --data): the features are extracted now with the detector, and the
+// index holds the images without captions.
+func runIndexImages(ctx context.Context, mode index.Mode) error {
+	f := &indexFlags
+	e, err := f.ext.extractor(ctx)
+	if err != nil {
+		return err
+	}
+	m, kind, err := imageModel(f.checkpoint, e)
+	if err != nil {
+		return err
+	}
+	items, err := extract.FolderItems(f.images)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	fs, kept, skips, err := extract.Collect(ctx, e, items, f.workers, f.ext.limits(), true)
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted while extracting; %s is as it was", f.out)}
+		}
+		return err
+	}
+	extracted := time.Since(start)
+	id := e.Identity()
+	if err := indexFeaturesBefore(f.out, &id, mode); err != nil {
+		return err
+	}
+	src := photoSource(m, fs, e, kind)
+	st, err := index.Build(ctx, f.out, m, photoCollection(src, fs, kept), &index.BuildOptions{Mode: mode, Progress: true})
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was (run the same command again)", f.out)}
+		}
+		return err
+	}
+	if err := indexFeaturesAfter(f.out, &id, &extract.Record{MaxBoxes: e.MaxBoxes(), MinScore: float32(f.ext.minScore), Kind: kind}); err != nil {
+		return err
+	}
+	el := time.Since(start)
+	fmt.Fprintf(stdout, "indexed %d photos of %s in %s (%.1f images/s; extraction %s)\n",
+		st.Images, f.images, el.Round(time.Millisecond), float64(st.Images)/el.Seconds(), extracted.Round(time.Millisecond))
+	for _, sk := range skips {
+		fmt.Fprintf(stdout, "skipped %s: %s\n", sk.Path, sk.Err)
+	}
+	fmt.Fprintf(stdout, "search it: xmr search --index %s --text %q\n", f.out, "a dog on a sofa")
+	if len(skips) > 0 {
+		return fmt.Errorf("%d images could not be read and were left out (listed above)", len(skips))
+	}
+	return nil
+}
+
+// runIndexImageSet indexes an index-only split that xmr extract wrote for
+// a folder of photos: images without captions.
+func runIndexImageSet(ctx context.Context, m model.Model, dir string, mode index.Mode, feats *extract.Identity, rec *extract.Record) error {
+	f := &indexFlags
+	if f.backend != "local" {
+		return usageErrorf("--data %s: split %s has no captions (index-only); index it locally, without --backend %s", dir, f.split, f.backend)
+	}
+	set, err := extract.LoadImages(dir, f.split)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	st, err := index.Build(ctx, f.out, m, imageSetCollection(set, f.images), &index.BuildOptions{Mode: mode, Progress: true})
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was (run the same command again)", f.out)}
+		}
+		return err
+	}
+	if err := indexFeaturesAfter(f.out, feats, rec); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "indexed %d images (no captions) of %s %s in %s\n", st.Images, dir, f.split, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// alignInput is an image whose regions were extracted now, for xmr align.
+type alignInput struct {
+	img   image.Image // upright
+	feat  []float32   // len(boxes) x d
+	boxes [][4]float32
+	d     int
+}
+
+// extractForAlign extracts the regions of the image file at path as the
+// model of checkpoint ckpt was trained to read them (the extractor its
+// metadata records).
+func extractForAlign(ctx context.Context, ckpt, path, cache string) (*alignInput, error) {
+	_, cf, err := model.Load(ckpt)
+	if err != nil {
+		return nil, err
+	}
+	id, err := checkpointIdentity(cf)
+	cf.Close()
+	if err != nil {
+		return nil, err
+	}
+	if id == nil {
+		return nil, fmt.Errorf("the model of --checkpoint %s records no feature extractor (it was trained on precomputed features): give the image's --features and --boxes, or use a model trained on xmr extract's features", ckpt)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read image %s: %w", path, err)
+	}
+	b, err := extract.ReadLimited(f, path, extract.Limits{})
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	pic, img, err := extract.DecodeUpright(b, path, extract.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	e, err := recordExtractor(ctx, cache, &extract.Record{Extractor: *id, MaxBoxes: 36, MinScore: extract.DefaultMinScore}, extract.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	feats, err := e.Run(ctx, pic)
+	if err != nil {
+		return nil, err
+	}
+	return &alignInput{img: img, feat: feats.Regions, boxes: feats.Boxes, d: e.Width()}, nil
+}
+
+// uploadQuery returns the server's ImageQuery for an index in dir whose
+// model reads xmr extract's features (its extract.FileName record): nil,
+// and no error, for an index without one, or one held by Weaviate.
+func uploadQuery(ctx context.Context, dir string, weaviateIndex bool, cache string, maxBytes int64) (server.ImageQuery, error) {
+	if weaviateIndex {
+		return nil, nil
+	}
+	rec, err := extract.ReadRecord(dir)
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	lim := extract.Limits{MaxBytes: maxBytes}
+	e, err := recordExtractor(ctx, cache, rec, lim)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
+		pic, err := extract.Decode(b, "upload", lim)
+		if errors.Is(err, extract.ErrTooLarge) {
+			return nil, fmt.Errorf("%w: %v", server.ErrImageTooLarge, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", server.ErrBadImage, err)
+		}
+		q, _, err := imageQuery(ctx, m, e, pic, rec.FeatureKind)
+		return q, err
+	}, nil
+}

@@ -1,0 +1,230 @@
+// Package detect runs a pretrained general-object detector on images:
+// CenterNet with a MobileNetV3-Large x0.75 backbone trained on COCO
+// (80 classes), as shipped in the npm package @vladmandic/human 3.3.6 as a
+// TensorFlow.js graph model (models/centernet.json and centernet.bin, MIT
+// licence). It returns detections (boxes, classes, scores) and the network's
+// feature maps, which callers pool into region features.
+//
+// The network is executed in Go from the graph in centernet.json (see
+// package tfjs), each node bound to its weights by name with every shape
+// checked at Load; convolutions go through package blas.
+package detect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/xmr-project/xmr/tfjs"
+)
+
+// Name identifies the feature extractor this package implements. Data sets and
+// checkpoints record it so that features of different extractors are not mixed.
+const Name = "centernet-mobilenetv3-coco"
+
+// Version identifies the weights: the npm package they come from.
+const Version = "human-3.3.6"
+
+// InputSize is the side of the square RGB image the network takes.
+const InputSize = 512
+
+// Model files inside the weights directory.
+const (
+	ModelFile   = "centernet.json"
+	WeightsFile = "centernet.bin"
+)
+
+// Graph nodes the detector reads.
+const (
+	nodeInput     = "tower_0/images"
+	nodeKeypoints = "tower_0/keypoints" // [1 128 128 80] class heatmap after sigmoid
+	nodeWH        = "tower_0/wh"        // [1 128 128 4] distances to the box's sides, input pixels
+)
+
+// heatmap geometry: the heads are at stride 4.
+const (
+	gridSize   = InputSize / 4
+	gridStride = 4
+)
+
+// MapSpec describes one feature map Run can return.
+type MapSpec struct {
+	Name   string // short name used in Output.Maps
+	Node   string // graph node it is read from
+	Stride int    // input pixels per cell
+	C      int    // channels
+}
+
+// Maps lists the feature maps Run returns, finest first: the neck's output
+// at stride 4 after its squeeze-and-excite (what the detection heads read),
+// the neck's merged maps at strides 8 and 16, and the backbone's last map
+// at stride 32.
+var Maps = []MapSpec{
+	{"neck_s4", "tower_0/CenternetHead/mul", 4, 128},
+	{"neck_s8", "tower_0/CenternetHead/Relu_1", 8, 192},
+	{"neck_s16", "tower_0/CenternetHead/Relu", 16, 256},
+	{"backbone_s32", "tower_0/extern1/hard_swish/mul_1", 32, 480},
+}
+
+// Detection is one detected object.
+type Detection struct {
+	Box   [4]float32 // x1, y1, x2, y2 in input pixels, clipped to 0..InputSize
+	Class int        // COCO class, 0..79 (see ClassName)
+	Score float32    // confidence, 0..1
+}
+
+// FeatureMap is one NHWC feature map of the network for a single image.
+type FeatureMap struct {
+	Name    string
+	H, W, C int
+	Stride  int       // input pixels per map cell
+	Data    []float32 // H*W*C, row-major HWC
+}
+
+// Output is the result of running the detector on one image.
+type Output struct {
+	Detections []Detection  // best first
+	Maps       []FeatureMap // as listed in Maps (or selected by RunOptions.Maps), finest first
+}
+
+// RunOptions controls detection decoding.
+type RunOptions struct {
+	MaxDetections int      // at most this many detections after NMS (of the 100 best peaks); 0 means 100
+	MinScore      float32  // drop detections scoring below this
+	IoU           float32  // NMS: drop a box overlapping a better one by more than this IoU; 0 means 0.5
+	Maps          []string // names of the maps to return (see Maps); nil returns all
+}
+
+// Detector is a loaded network, safe for concurrent use by several goroutines.
+type Detector struct {
+	g *graph
+}
+
+// Load reads centernet.json and centernet.bin from dir and binds the network.
+func Load(dir string) (*Detector, error) {
+	path := filepath.Join(dir, ModelFile)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("detect: %s is missing; %s", path, fetchHint(dir))
+		}
+		return nil, fmt.Errorf("detect: %w", err)
+	}
+	if err := Verify(dir); err != nil {
+		return nil, fmt.Errorf("detect: %w; remove it and fetch again, or %s", err, fetchHint(dir))
+	}
+	m, err := tfjs.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("detect: %w", err)
+	}
+	return newDetector(m, path)
+}
+
+func newDetector(m *tfjs.Model, path string) (*Detector, error) {
+	outputs := []string{nodeKeypoints, nodeWH}
+	for _, s := range Maps {
+		outputs = append(outputs, s.Node)
+	}
+	if name := placeholderName(m); name != nodeInput {
+		return nil, fmt.Errorf("detect: %s: the graph's input is %q, want %q: not the CenterNet model", path, name, nodeInput)
+	}
+	g, err := compile(m, shape{1, InputSize, InputSize, 3}, outputs)
+	if err != nil {
+		return nil, fmt.Errorf("detect: %s: %w", path, err)
+	}
+	check := func(node string, want shape) error {
+		got := g.shapes[g.outputs[node]]
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("detect: %s: node %q has shape %v, want %v", path, node, got, want)
+		}
+		return nil
+	}
+	if err := check(nodeKeypoints, shape{1, gridSize, gridSize, NumClasses}); err != nil {
+		return nil, err
+	}
+	if err := check(nodeWH, shape{1, gridSize, gridSize, 4}); err != nil {
+		return nil, err
+	}
+	for _, s := range Maps {
+		if err := check(s.Node, shape{1, InputSize / s.Stride, InputSize / s.Stride, s.C}); err != nil {
+			return nil, err
+		}
+	}
+	return &Detector{g: g}, nil
+}
+
+// MapWidths returns the channel count of each map in Maps, in order.
+func (d *Detector) MapWidths() []int {
+	w := make([]int, len(Maps))
+	for i, s := range Maps {
+		w[i] = s.C
+	}
+	return w
+}
+
+// Run detects objects in one image: rgb holds InputSize*InputSize*3 values in
+// HWC order, each 0..255. Detections are decoded from the heatmap's local
+// maxima (3x3), best MaxDetections kept after class-agnostic NMS.
+func (d *Detector) Run(ctx context.Context, rgb []float32, opt RunOptions) (*Output, error) {
+	if len(rgb) != InputSize*InputSize*3 {
+		return nil, fmt.Errorf("detect: image has %d values, want %d (%dx%d RGB)", len(rgb), InputSize*InputSize*3, InputSize, InputSize)
+	}
+	wantMap := make(map[string]bool)
+	for _, s := range Maps {
+		wantMap[s.Node] = opt.Maps == nil
+	}
+	for _, name := range opt.Maps {
+		found := false
+		for _, s := range Maps {
+			if s.Name == name {
+				wantMap[s.Node], found = true, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("detect: no feature map named %q", name)
+		}
+	}
+	vals, err := d.g.run(ctx, rgb, func(n string) bool {
+		return n == nodeKeypoints || n == nodeWH || wantMap[n]
+	})
+	if err != nil {
+		return nil, fmt.Errorf("detect: %w", err)
+	}
+	maxDet := opt.MaxDetections
+	if maxDet <= 0 {
+		maxDet = 100
+	}
+	iou := opt.IoU
+	if iou <= 0 {
+		iou = 0.5
+	}
+	cands := decode(vals[nodeKeypoints], vals[nodeWH], 100, opt.MinScore)
+	for i := range cands {
+		for k := range cands[i].Box {
+			cands[i].Box[k] = min(max(cands[i].Box[k], 0), InputSize)
+		}
+	}
+	out := &Output{Detections: nms(cands, iou, maxDet)}
+	for _, s := range Maps {
+		if data, ok := vals[s.Node]; ok && wantMap[s.Node] {
+			n := InputSize / s.Stride
+			out.Maps = append(out.Maps, FeatureMap{Name: s.Name, H: n, W: n, C: s.C, Stride: s.Stride, Data: data})
+		}
+	}
+	return out, nil
+}
+
+// Heatmap returns the class heatmap for one image: gridSize x gridSize x
+// NumClasses values (HWC) after the sigmoid, the scores detections are
+// decoded from. Benchmarks use it to check a peer computes the same network.
+func (d *Detector) Heatmap(ctx context.Context, rgb []float32) ([]float32, error) {
+	if len(rgb) != InputSize*InputSize*3 {
+		return nil, fmt.Errorf("detect: image has %d values, want %d", len(rgb), InputSize*InputSize*3)
+	}
+	vals, err := d.g.run(ctx, rgb, func(n string) bool { return n == nodeKeypoints })
+	if err != nil {
+		return nil, fmt.Errorf("detect: %w", err)
+	}
+	return vals[nodeKeypoints], nil
+}

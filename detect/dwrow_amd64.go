@@ -1,0 +1,27 @@
+//go:build !purego
+
+package detect
+
+import "golang.org/x/sys/cpu"
+
+var hasFMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func dwRowFMA(o, x, w *float32, n, C, xstep int)
+
+// dwRow is dwRowGo, with AVX2 and FMA where the CPU has them (the fused
+// multiply-add rounds once where the portable kernel rounds twice).
+func dwRow(o, x, w []float32, n, C, xstep int) {
+	if n <= 0 {
+		return
+	}
+	// The slices must hold what the kernel touches.
+	_ = o[(n-1)*C+C-1]
+	_ = x[(n-1)*xstep+C-1]
+	_ = w[C-1]
+	if hasFMA {
+		dwRowFMA(&o[0], &x[0], &w[0], n, C, xstep)
+		return
+	}
+	dwRowGo(o, x, w, n, C, xstep)
+}

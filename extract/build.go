@@ -1,0 +1,519 @@
+package extract
+
+import (
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/progress"
+)
+
+// Item is one image of a collection.
+type Item struct {
+	// Path is the image file.
+	Path string
+	// ID names the image in the data set (its file name without the
+	// extension, a COCO id, ...).
+	ID string
+}
+
+// SplitSpec is one split of a collection to extract: its images and, for
+// a data set to train or evaluate on, their captions.
+type SplitSpec struct {
+	// Name is the split's name (train, dev, test, ...).
+	Name  string
+	Items []Item
+	// Captions holds data.DefaultCapsPerImage captions per item; nil for
+	// an index-only collection (images without captions).
+	Captions [][]string
+}
+
+// BuildOptions tune Build. The zero value gives the defaults.
+type BuildOptions struct {
+	// Shard and Shards select part Shard (0-based) of Shards: the chunks c
+	// with c % Shards == Shard. Shards 0 means 1.
+	Shard, Shards int
+	// ChunkSize is the number of images per part file (0: 64).
+	ChunkSize int
+	// Workers is the number of images extracted at once (0: 2).
+	Workers int
+	// Limits bound each image file.
+	Limits Limits
+	// JoinOnly extracts nothing: every part must be there already.
+	JoinOnly bool
+	// Progress shows a progress bar per split.
+	Progress bool
+}
+
+func (o BuildOptions) shards() int  { return max(o.Shards, 1) }
+func (o BuildOptions) chunk() int   { return cmpOr(o.ChunkSize, 64) }
+func (o BuildOptions) workers() int { return cmpOr(o.Workers, 2) }
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Skip is an image that could not be read.
+type Skip struct {
+	Split, Path, Err string
+}
+
+// Report says what Build did.
+type Report struct {
+	// Extracted counts the images extracted in this run; Reused those
+	// whose parts an earlier run (or another shard) had written.
+	Extracted, Reused int
+	// Skipped lists every image of the collection that could not be read,
+	// in this run or an earlier one.
+	Skipped []Skip
+	// Joined is true when the data set was written; false for a shard
+	// whose collection still lacks other shards' parts.
+	Joined bool
+	// Missing counts the chunks that are still to be extracted when not
+	// Joined.
+	Missing int
+	// Images counts the images written per split.
+	Images map[string]int
+}
+
+// PartsDir is the directory, inside a data set being extracted, that holds
+// the part files until they are joined.
+const PartsDir = "parts"
+
+// partFormat identifies the part files.
+const partFormat = "xmr-extract-part/1"
+
+// part is the content of one part file: the features of ChunkSize
+// consecutive images of a split.
+type part struct {
+	Format   string
+	Identity string // Identity.Marshal
+	MaxBoxes int
+	Split    string
+	Chunk    int
+	IDs      []string // the chunk's item ids, in order
+	Images   []partImage
+}
+
+// partImage is one image of a part: its features, or Err when it was
+// skipped.
+type partImage struct {
+	Err     string
+	Regions []float32
+	Boxes   [][4]float32
+	Global  []float32
+	Width   int
+	Height  int
+}
+
+func partPath(out, split string, chunk int) string {
+	return filepath.Join(out, PartsDir, fmt.Sprintf("%s-%06d.part", split, chunk))
+}
+
+// Build extracts the images of splits with e into the data set directory
+// out, in the precomp layout that package data reads (with boxes, sizes,
+// region counts and ids), and a global-feature copy in out/global for the
+// models that read one vector per image (SEAM, VSE++); FileName records the
+// extractor in both. An index-only split (no captions) is written without
+// a caption file: LoadImages reads it.
+//
+// The images go through in chunks of ChunkSize; each chunk's features are
+// written to a part file under out/parts, atomically, when the whole chunk
+// is done. A run stopped by ctx (Ctrl-C) or killed loses at most the chunks
+// in flight: running Build again reuses every part written. With Shards >
+// 1 only this shard's chunks are extracted; once every chunk's part is in
+// out/parts (the parts of all shards copied together), the next Build
+// (for example with JoinOnly) joins them into the data set and removes
+// out/parts.
+//
+// An image that cannot be read (not a JPEG or PNG, truncated, over the
+// limits) is logged, recorded in its part and left out of the data set
+// with its captions; Report.Skipped names them all. Errors of the
+// detector itself stop the run.
+func Build(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o BuildOptions) (*Report, error) {
+	if o.Shards < 0 || o.Shard < 0 || o.Shard >= o.shards() {
+		return nil, fmt.Errorf("extract: shard %d of %d", o.Shard, o.Shards)
+	}
+	for _, s := range splits {
+		if s.Captions != nil && len(s.Captions) != len(s.Items) {
+			return nil, fmt.Errorf("extract: split %s has %d images and captions for %d", s.Name, len(s.Items), len(s.Captions))
+		}
+		if s.Name == "" || strings.ContainsAny(s.Name, `/\`) {
+			return nil, fmt.Errorf("extract: bad split name %q", s.Name)
+		}
+	}
+	if err := checkOut(out, e.Identity()); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(out, PartsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("extract: %w", err)
+	}
+	rep := &Report{Images: map[string]int{}}
+	ident := e.Identity().Marshal()
+	// First pass: which chunks have valid parts already.
+	type todo struct {
+		split *SplitSpec
+		chunk int
+	}
+	var work []todo
+	for si := range splits {
+		s := &splits[si]
+		for c := 0; c*o.chunk() < len(s.Items); c++ {
+			ok, err := partValid(partPath(out, s.Name, c), ident, e.MaxBoxes(), s.Name, c, chunkIDs(s, c, o.chunk()))
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case ok:
+				rep.Reused += len(chunkIDs(s, c, o.chunk()))
+			case c%o.shards() == o.Shard && !o.JoinOnly:
+				work = append(work, todo{s, c})
+			default:
+				rep.Missing++
+			}
+		}
+	}
+	if o.JoinOnly && rep.Missing > 0 {
+		return rep, fmt.Errorf("extract: --join: %d chunks of %d images have no part in %s yet: copy the other shards' part files there, or run without --join to extract them",
+			rep.Missing, o.chunk(), filepath.Join(out, PartsDir))
+	}
+	total := 0
+	for _, w := range work {
+		total += len(chunkIDs(w.split, w.chunk, o.chunk()))
+	}
+	var bar *progress.Bar
+	if o.Progress && total > 0 {
+		bar = progress.New("extract", int64(total), "images")
+	}
+	for _, w := range work {
+		if err := ctx.Err(); err != nil {
+			bar.Finish()
+			return rep, fmt.Errorf("extract: %w", err)
+		}
+		n, err := extractChunk(ctx, e, out, w.split, w.chunk, o, bar)
+		if err != nil {
+			bar.Finish()
+			return rep, err
+		}
+		rep.Extracted += n
+	}
+	bar.Finish()
+	if rep.Missing > 0 {
+		// Other shards' chunks are still to come; list this shard's skips.
+		for _, s := range splits {
+			sk, err := skipsOf(out, &s, o.chunk())
+			if err != nil {
+				return rep, err
+			}
+			rep.Skipped = append(rep.Skipped, sk...)
+		}
+		return rep, nil
+	}
+	if err := join(ctx, e, out, splits, o, rep); err != nil {
+		return rep, err
+	}
+	rep.Joined = true
+	return rep, nil
+}
+
+// checkOut refuses an output directory that holds features of another
+// extractor, or precomp features of unknown provenance.
+func checkOut(out string, id Identity) error {
+	have, err := ReadIdentity(out)
+	if err != nil {
+		return err
+	}
+	if have != nil {
+		if !have.Equal(id) {
+			return fmt.Errorf("extract: %s holds features of %s, not of %s: choose another --out, or remove it first", out, have, id)
+		}
+		return nil
+	}
+	ims, _ := filepath.Glob(filepath.Join(out, "*_ims.npy"))
+	if len(ims) > 0 {
+		return fmt.Errorf("extract: %s holds features that no %s describes (%s): choose another --out", out, FileName, filepath.Base(ims[0]))
+	}
+	return nil
+}
+
+// chunkIDs returns the ids of chunk c of s.
+func chunkIDs(s *SplitSpec, c, size int) []string {
+	lo, hi := c*size, min((c+1)*size, len(s.Items))
+	ids := make([]string, 0, hi-lo)
+	for _, it := range s.Items[lo:hi] {
+		ids = append(ids, it.ID)
+	}
+	return ids
+}
+
+// readPart reads a part file; a missing one is (nil, nil).
+func readPart(path string) (*part, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read part %s: %w", path, unwrapPath(err))
+	}
+	defer f.Close()
+	var p part
+	if err := gob.NewDecoder(f).Decode(&p); err != nil {
+		return nil, fmt.Errorf("read part %s: %w (remove the file to extract its images again)", path, err)
+	}
+	if p.Format != partFormat {
+		return nil, fmt.Errorf("read part %s: format %q, want %q (remove the file to extract its images again)", path, p.Format, partFormat)
+	}
+	return &p, nil
+}
+
+// partValid reports whether path holds the part of chunk c of split with
+// these ids, made by the extractor ident. A part of another extractor is
+// an error; one of other images (the collection changed) is stale and is
+// extracted again.
+func partValid(path, ident string, maxBoxes int, split string, c int, ids []string) (bool, error) {
+	p, err := readPart(path)
+	if p == nil || err != nil {
+		return false, err
+	}
+	if p.Identity != ident || p.MaxBoxes != maxBoxes {
+		return false, fmt.Errorf("extract: part %s was made by another extractor or with another number of boxes (%s, %d boxes): remove %s to start again",
+			path, p.Identity, p.MaxBoxes, filepath.Dir(path))
+	}
+	if p.Split != split || p.Chunk != c || !slices.Equal(p.IDs, ids) || len(p.Images) != len(ids) {
+		slog.Warn("extract: a part holds other images than the collection now lists (the folder changed); extracting them again", "part", path)
+		return false, nil
+	}
+	D := 0
+	if id, err := ParseIdentity(p.Identity); err == nil {
+		D = id.Width
+	}
+	for i, im := range p.Images {
+		if im.Err != "" {
+			continue
+		}
+		if len(im.Regions) != len(im.Boxes)*D || len(im.Boxes) > maxBoxes || len(im.Global) != D || im.Width <= 0 || im.Height <= 0 {
+			return false, fmt.Errorf("extract: part %s image %d (%s) is inconsistent: remove the file to extract its images again", path, i, ids[i])
+		}
+	}
+	return true, nil
+}
+
+// extractChunk extracts chunk c of s with o.Workers goroutines and writes
+// its part; it returns the number of images done.
+func extractChunk(ctx context.Context, e *Extractor, out string, s *SplitSpec, c int, o BuildOptions, bar *progress.Bar) (int, error) {
+	size := o.chunk()
+	lo, hi := c*size, min((c+1)*size, len(s.Items))
+	imgs := make([]partImage, hi-lo)
+	jobs := make(chan int)
+	errs := make([]error, o.workers())
+	var wg sync.WaitGroup
+	for w := range o.workers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if errs[w] != nil {
+					continue
+				}
+				it := s.Items[lo+i]
+				pic, err := LoadFile(it.Path, o.Limits)
+				if err != nil {
+					slog.Warn("extract: skipping an unreadable image", "split", s.Name, "file", it.Path, "err", err)
+					imgs[i] = partImage{Err: err.Error()}
+					bar.Add(1)
+					continue
+				}
+				f, err := e.Run(ctx, pic)
+				if err != nil {
+					errs[w] = fmt.Errorf("extract %s: %w", it.Path, err)
+					continue
+				}
+				imgs[i] = partImage{Regions: f.Regions, Boxes: f.Boxes, Global: f.Global, Width: f.Width, Height: f.Height}
+				bar.Add(1)
+			}
+		}()
+	}
+feed:
+	for i := range imgs {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("extract: %w", err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	p := &part{Format: partFormat, Identity: e.Identity().Marshal(), MaxBoxes: e.MaxBoxes(), Split: s.Name, Chunk: c, IDs: chunkIDs(s, c, size), Images: imgs}
+	path := partPath(out, s.Name, c)
+	if err := atomicfile.Write(path, func(w io.Writer) error { return gob.NewEncoder(w).Encode(p) }); err != nil {
+		return 0, fmt.Errorf("extract: %w", err)
+	}
+	return hi - lo, nil
+}
+
+// skipsOf lists the skipped images of the parts of s that exist.
+func skipsOf(out string, s *SplitSpec, size int) ([]Skip, error) {
+	var sk []Skip
+	for c := 0; c*size < len(s.Items); c++ {
+		p, err := readPart(partPath(out, s.Name, c))
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
+			continue
+		}
+		for i, im := range p.Images {
+			if im.Err != "" {
+				sk = append(sk, Skip{Split: s.Name, Path: s.Items[c*size+i].Path, Err: im.Err})
+			}
+		}
+	}
+	return sk, nil
+}
+
+// join assembles every split from its parts, writes the data set and
+// removes the parts.
+func join(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o BuildOptions, rep *Report) error {
+	rec := &Record{Extractor: e.Identity(), Kind: "regions", MaxBoxes: e.MaxBoxes(), MinScore: e.opt.minScore(),
+		Fill: "whole image, 2x2 grid, 3x3 grid", Splits: map[string]SplitRecord{}}
+	if e.opt.NoFill {
+		rec.Fill = "none"
+	}
+	grec := &Record{Extractor: e.Identity(), Kind: "global", Splits: map[string]SplitRecord{}}
+	gdir := filepath.Join(out, "global")
+	if err := os.MkdirAll(gdir, 0o755); err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	for si := range splits {
+		s := &splits[si]
+		reg, glob, skips, err := assemble(out, s, e, o.chunk())
+		if err != nil {
+			return err
+		}
+		rep.Skipped = append(rep.Skipped, skips...)
+		rep.Images[s.Name] = reg.NumImages()
+		if s.Captions != nil {
+			if err := data.WritePrecomp(ctx, out, reg); err != nil {
+				return err
+			}
+			if err := data.WritePrecomp(ctx, gdir, glob); err != nil {
+				return err
+			}
+		} else {
+			if err := writeImages(ctx, out, reg); err != nil {
+				return err
+			}
+			if err := writeImages(ctx, gdir, glob); err != nil {
+				return err
+			}
+		}
+		sr := SplitRecord{Images: reg.NumImages(), Captions: s.Captions != nil, Skipped: len(skips)}
+		rec.Splits[s.Name] = sr
+		grec.Splits[s.Name] = sr
+	}
+	// Splits written by an earlier run with other splits stay listed.
+	if old, err := ReadRecord(out); err == nil && old != nil {
+		for k, v := range old.Splits {
+			if _, ok := rec.Splits[k]; !ok {
+				rec.Splits[k] = v
+				grec.Splits[k] = v
+			}
+		}
+	}
+	if err := WriteRecord(gdir, grec); err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	if err := WriteRecord(out, rec); err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	for _, s := range splits {
+		for c := 0; c*o.chunk() < len(s.Items); c++ {
+			if err := os.Remove(partPath(out, s.Name, c)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("extract: %w", err)
+			}
+		}
+	}
+	// Temporary files of parts whose writing a kill cut short.
+	if tmps, _ := filepath.Glob(filepath.Join(out, PartsDir, ".*.part.tmp-*")); len(tmps) > 0 {
+		for _, p := range tmps {
+			os.Remove(p)
+		}
+	}
+	os.Remove(filepath.Join(out, PartsDir)) // only when empty
+	return nil
+}
+
+// assemble reads the parts of s into a region split and a global one,
+// leaving out the skipped images and their captions.
+func assemble(out string, s *SplitSpec, e *Extractor, size int) (reg, glob *data.Split, skips []Skip, err error) {
+	R, D := e.MaxBoxes(), e.Width()
+	k := data.DefaultCapsPerImage
+	var keep []partImage
+	var ids []string
+	var caps []string
+	for c := 0; c*size < len(s.Items); c++ {
+		p, err := readPart(partPath(out, s.Name, c))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if p == nil {
+			return nil, nil, nil, fmt.Errorf("extract: part %s is missing", partPath(out, s.Name, c))
+		}
+		for i, im := range p.Images {
+			j := c*size + i
+			if im.Err != "" {
+				skips = append(skips, Skip{Split: s.Name, Path: s.Items[j].Path, Err: im.Err})
+				continue
+			}
+			keep = append(keep, im)
+			ids = append(ids, s.Items[j].ID)
+			if s.Captions != nil {
+				if len(s.Captions[j]) != k {
+					return nil, nil, nil, fmt.Errorf("extract: image %s has %d captions, want %d", s.Items[j].ID, len(s.Captions[j]), k)
+				}
+				caps = append(caps, s.Captions[j]...)
+			}
+		}
+	}
+	n := len(keep)
+	g := &data.Regions{N: n, R: R, D: D, Feat: make([]float32, n*R*D), Boxes: make([]float32, n*R*4), Count: make([]int, n)}
+	gl := &data.Regions{N: n, R: 1, D: D, Feat: make([]float32, n*D), Count: make([]int, n)}
+	sizes := make([][2]float32, n)
+	for i, im := range keep {
+		copy(g.Feat[i*R*D:], im.Regions)
+		copy(gl.Feat[i*D:], im.Global)
+		g.Count[i] = len(im.Boxes)
+		gl.Count[i] = 1
+		w, h := float32(im.Width), float32(im.Height)
+		sizes[i] = [2]float32{w, h}
+		for r, b := range im.Boxes {
+			o := (i*R + r) * 4
+			g.Boxes[o], g.Boxes[o+1], g.Boxes[o+2], g.Boxes[o+3] = b[0]/w, b[1]/h, b[2]/w, b[3]/h
+		}
+	}
+	reg = &data.Split{Name: s.Name, Images: g, Captions: caps, CapsPerImage: k, ImageIDs: ids, Sizes: sizes}
+	glob = &data.Split{Name: s.Name, Images: gl, Global: true, Captions: caps, CapsPerImage: k, ImageIDs: ids, Sizes: sizes}
+	return reg, glob, skips, nil
+}

@@ -1,0 +1,261 @@
+package extract
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/synth"
+)
+
+// IsImageFile reports whether name has a JPEG or PNG extension.
+func IsImageFile(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".jpg", ".jpeg", ".png":
+		return true
+	}
+	return false
+}
+
+// FolderItems lists the JPEG and PNG files under dir (by extension,
+// subfolders included, hidden files and folders left out), sorted by path;
+// an image's ID is its path relative to dir, with forward slashes, without
+// the extension.
+func FolderItems(dir string) ([]Item, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read images %s: %w", dir, unwrapPath(err))
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("read images %s: not a directory", dir)
+	}
+	var items []Item
+	seen := map[string]string{}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if p != dir && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !IsImageFile(name) {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		id := filepath.ToSlash(strings.TrimSuffix(rel, filepath.Ext(rel)))
+		if strings.ContainsAny(id, "\r\n") {
+			return fmt.Errorf("image file %q has a line break in its name", p)
+		}
+		if prev, dup := seen[id]; dup {
+			return fmt.Errorf("images %s and %s have the same id %q: rename one", prev, p, id)
+		}
+		seen[id] = p
+		items = append(items, Item{Path: p, ID: id})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read images %s: %w", dir, err)
+	}
+	slices.SortFunc(items, func(a, b Item) int { return strings.Compare(a.ID, b.ID) })
+	if len(items) == 0 {
+		return nil, fmt.Errorf("read images %s: no JPEG or PNG files (*.jpg, *.jpeg, *.png)", dir)
+	}
+	return items, nil
+}
+
+// ReadCaptionFile reads a captions file for a folder of images: one
+// caption per line as "NAME<TAB>CAPTION", where NAME is the image's file
+// name relative to the folder (or its id, without the extension),
+// optionally followed by "#k" as in Flickr30k's results_20130124.token.
+// Every image of items needs at least data.DefaultCapsPerImage captions;
+// the first ones are kept. It returns the captions of each item, in
+// order. Errors name the file and line, or the images without enough
+// captions.
+func ReadCaptionFile(path, dir string, items []Item) ([][]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read captions %s: %w", path, unwrapPath(err))
+	}
+	defer f.Close()
+	byName := map[string]int{}
+	for i, it := range items {
+		byName[it.ID] = i
+		if rel, err := filepath.Rel(dir, it.Path); err == nil {
+			byName[filepath.ToSlash(rel)] = i
+		}
+	}
+	caps := make([][]string, len(items))
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		l := strings.TrimSuffix(sc.Text(), "\r")
+		if line == 1 {
+			l = strings.TrimPrefix(l, "\xef\xbb\xbf")
+		}
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		name, text, ok := strings.Cut(l, "\t")
+		if !ok {
+			return nil, fmt.Errorf("read captions %s: line %d: no tab; want NAME<TAB>CAPTION", path, line)
+		}
+		if k := strings.LastIndexByte(name, '#'); k >= 0 {
+			name = name[:k]
+		}
+		text = strings.TrimSpace(text)
+		if text == "" {
+			return nil, fmt.Errorf("read captions %s: line %d: empty caption for %s", path, line, name)
+		}
+		i, ok := byName[filepath.ToSlash(strings.TrimSpace(name))]
+		if !ok {
+			return nil, fmt.Errorf("read captions %s: line %d: no image %q in %s", path, line, name, dir)
+		}
+		caps[i] = append(caps[i], text)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read captions %s: line %d: %w", path, line+1, err)
+	}
+	k := data.DefaultCapsPerImage
+	var short []string
+	for i, c := range caps {
+		if len(c) < k {
+			short = append(short, fmt.Sprintf("%s (%d)", items[i].ID, len(c)))
+			continue
+		}
+		caps[i] = c[:k]
+	}
+	if len(short) > 0 {
+		more := ""
+		if len(short) > 5 {
+			more = fmt.Sprintf(" and %d more", len(short)-5)
+			short = short[:5]
+		}
+		return nil, fmt.Errorf("read captions %s: every image needs %d captions; %s have fewer%s", path, k, strings.Join(short, ", "), more)
+	}
+	return caps, nil
+}
+
+// WorldSplits lists the splits of a synthetic world in dir (see package
+// synth): its images/SPLIT/ID.png files and SPLIT_caps.txt captions. names
+// selects splits (nil: every split of the world).
+func WorldSplits(dir string, names []string) ([]SplitSpec, error) {
+	m, err := synth.LoadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !m.PNG {
+		return nil, fmt.Errorf("read world %s: it was generated without images (--no-images): there are no pixels to extract", dir)
+	}
+	var have []string
+	for _, s := range m.Splits {
+		have = append(have, s.Name)
+	}
+	if names == nil {
+		names = have
+	}
+	var out []SplitSpec
+	for _, name := range names {
+		i := slices.Index(have, name)
+		if i < 0 {
+			return nil, fmt.Errorf("read world %s: no split %q; it has %s", dir, name, strings.Join(have, ", "))
+		}
+		s := m.Splits[i]
+		capsPath := filepath.Join(dir, s.Name+"_caps.txt")
+		cf, err := os.Open(capsPath)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", capsPath, unwrapPath(err))
+		}
+		caps, err := data.ReadCaptions(cf, capsPath)
+		cf.Close()
+		if err != nil {
+			return nil, err
+		}
+		k := m.CaptionsPerImage
+		if k != data.DefaultCapsPerImage || len(caps) != s.Len*k {
+			return nil, fmt.Errorf("read %s: %d captions for %d images (%d per image); want %d per image", capsPath, len(caps), s.Len, k, data.DefaultCapsPerImage)
+		}
+		imgDir := filepath.Join(dir, "images", s.Name)
+		if s.Of != "" {
+			if _, err := os.Stat(imgDir); err != nil {
+				imgDir = filepath.Join(dir, "images", s.Of)
+			}
+		}
+		spec := SplitSpec{Name: s.Name}
+		for j := range s.Len {
+			id := synth.IDOf(s.Start + j)
+			spec.Items = append(spec.Items, Item{Path: filepath.Join(imgDir, id+".png"), ID: id})
+			spec.Captions = append(spec.Captions, caps[j*k:(j+1)*k])
+		}
+		out = append(out, spec)
+	}
+	return out, nil
+}
+
+// KarpathySplits lists the splits of a Karpathy split file (dataset_coco.json,
+// dataset_flickr30k.json) with their images under root (root/filepath/filename
+// or root/filename) and their first data.DefaultCapsPerImage captions.
+// names selects splits (nil: train, dev and test); ids says which field
+// names the images.
+func KarpathySplits(jsonPath, root string, names []string, ids data.IDScheme) ([]SplitSpec, error) {
+	k, err := data.LoadKarpathy(jsonPath)
+	if err != nil {
+		return nil, err
+	}
+	if names == nil {
+		names = []string{data.SplitTrain, data.SplitDev, data.SplitTest}
+	}
+	var out []SplitSpec
+	for _, name := range names {
+		idx, err := k.SplitIndices(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", jsonPath, err)
+		}
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("%s: split %s has no images", jsonPath, name)
+		}
+		idList, err := k.IDs(idx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", jsonPath, err)
+		}
+		caps, err := k.Captions(idx, data.DefaultCapsPerImage)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", jsonPath, err)
+		}
+		spec := SplitSpec{Name: name}
+		for j, i := range idx {
+			im := &k.Images[i]
+			p := filepath.Join(root, im.Filepath, im.Filename)
+			if im.Filepath != "" {
+				if _, err := os.Stat(p); err != nil {
+					if alt := filepath.Join(root, im.Filename); fileExists(alt) {
+						p = alt
+					}
+				}
+			}
+			spec.Items = append(spec.Items, Item{Path: p, ID: idList[j]})
+			c := data.DefaultCapsPerImage
+			spec.Captions = append(spec.Captions, caps[j*c:(j+1)*c])
+		}
+		out = append(out, spec)
+	}
+	return out, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}

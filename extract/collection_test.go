@@ -1,0 +1,118 @@
+package extract
+
+import (
+	"encoding/json"
+	"image/color"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xmr-project/xmr/data"
+)
+
+func TestKarpathySplits(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "imgs", "val2014"), 0o755)
+	type sent struct {
+		Raw    string   `json:"raw"`
+		Tokens []string `json:"tokens"`
+	}
+	type img struct {
+		Filepath  string `json:"filepath,omitempty"`
+		Filename  string `json:"filename"`
+		ImgID     int    `json:"imgid"`
+		Split     string `json:"split"`
+		Sentences []sent `json:"sentences"`
+	}
+	var imgs []img
+	for i, split := range []string{"test", "train", "test", "val"} {
+		name := string(rune('a'+i)) + ".png"
+		sub := ""
+		if i == 2 {
+			sub = "val2014" // found under filepath/filename
+		}
+		writePNG(t, filepath.Join(dir, "imgs", sub, name), 20, 20, color.RGBA{A: 255})
+		var ss []sent
+		for k := range 6 { // a sixth caption is dropped
+			ss = append(ss, sent{Raw: name + " caption " + string(rune('0'+k)), Tokens: []string{"x"}})
+		}
+		imgs = append(imgs, img{Filepath: sub, Filename: name, ImgID: i, Split: split, Sentences: ss})
+	}
+	b, _ := json.Marshal(map[string]any{"dataset": "flickr8k", "images": imgs})
+	js := filepath.Join(dir, "dataset_flickr8k.json")
+	os.WriteFile(js, b, 0o644)
+	splits, err := KarpathySplits(js, filepath.Join(dir, "imgs"), []string{"test"}, data.IDAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := splits[0]
+	if len(s.Items) != 2 || s.Items[1].Path != filepath.Join(dir, "imgs", "val2014", "c.png") || s.Items[1].ID != "2" {
+		t.Fatalf("items %+v", s.Items)
+	}
+	if len(s.Captions[0]) != 5 || s.Captions[0][4] != "a.png caption 4" {
+		t.Errorf("captions %q", s.Captions[0])
+	}
+	if _, err := KarpathySplits(js, dir, []string{"nope"}, data.IDAuto); err == nil || !strings.Contains(err.Error(), "unknown split") {
+		t.Errorf("unknown split: %v", err)
+	}
+}
+
+func TestReadCaptionFile(t *testing.T) {
+	dir := t.TempDir()
+	items := []Item{{Path: filepath.Join(dir, "a.jpg"), ID: "a"}, {Path: filepath.Join(dir, "sub", "b.png"), ID: "sub/b"}}
+	var ok strings.Builder
+	for k := range 5 {
+		ok.WriteString("a.jpg#" + string(rune('0'+k)) + "\tfirst " + string(rune('0'+k)) + "\n")
+		ok.WriteString("sub/b\tsecond " + string(rune('0'+k)) + "\r\n")
+	}
+	tests := []struct {
+		name, text, want string
+	}{
+		{"good", ok.String(), ""},
+		{"no tab", "a.jpg a caption\n", "line 1: no tab"},
+		{"unknown image", ok.String() + "c.jpg\tx\n", `line 11: no image "c.jpg"`},
+		{"empty caption", "a.jpg\t \n", "line 1: empty caption for a.jpg"},
+		{"too few", "a.jpg\tone\n", "every image needs 5 captions; a (1), sub/b (0) have fewer"},
+	}
+	for _, tc := range tests {
+		p := filepath.Join(dir, tc.name+".txt")
+		os.WriteFile(p, []byte(tc.text), 0o644)
+		caps, err := ReadCaptionFile(p, dir, items)
+		if tc.want == "" {
+			if err != nil || caps[1][4] != "second 4" || caps[0][0] != "first 0" {
+				t.Errorf("%s: %q, %v", tc.name, caps, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v, want %q and the file", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestFolderItems(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"b.JPG", "a.png", "sub/c.jpeg", ".hidden/d.png", "notes.txt", ".e.png"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), []byte("x"), 0o644)
+	}
+	items, err := FolderItems(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, it := range items {
+		ids = append(ids, it.ID)
+	}
+	if strings.Join(ids, ",") != "a,b,sub/c" {
+		t.Errorf("ids %v", ids)
+	}
+	os.WriteFile(filepath.Join(dir, "a.jpg"), []byte("x"), 0o644)
+	if _, err := FolderItems(dir); err == nil || !strings.Contains(err.Error(), `the same id "a"`) {
+		t.Errorf("duplicate id: %v", err)
+	}
+	if _, err := FolderItems(filepath.Join(dir, "sub", "c.jpeg")); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("a file: %v", err)
+	}
+}

@@ -1,0 +1,255 @@
+// Package extract turns images into the region features that xmr's models
+// read: it decodes a JPEG or PNG (EXIF orientation applied, decompression
+// bombs refused before decoding), stretches it to the detector's input,
+// runs the detector of package detect, chooses up to MaxBoxes boxes
+// (detections, then the whole image and grid cells), and pools one vector
+// per box from the detector's feature maps by ROI-Align, plus one global
+// vector per image.
+//
+// Extract writes data sets in the precomp layout of package data
+// (resumable, in chunks published atomically, shardable across machines),
+// and a features.json beside them records which extractor made the
+// features (Identity), so that a model trained on one extractor's features
+// is never given another's. docs/extract.md describes it.
+package extract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/xmr-project/xmr/detect"
+)
+
+// Detector is what the extractor needs of a detector: *detect.Detector,
+// or a fake in tests. Run must be safe for concurrent use.
+type Detector interface {
+	Run(ctx context.Context, rgb []float32, opt detect.RunOptions) (*detect.Output, error)
+}
+
+// Options tune an Extractor. The zero value gives the defaults.
+type Options struct {
+	// Maps names the detector's feature maps pooled into each region's
+	// vector, concatenated in this order (nil: DefaultMaps).
+	Maps []string
+	// MaxBoxes is the number of region slots per image (0: 36, as the
+	// bottom-up features of the papers).
+	MaxBoxes int
+	// MinScore is the detection score a box needs (0: DefaultMinScore).
+	MinScore float32
+	// NoFill leaves images with fewer detections than MaxBoxes with fewer
+	// regions instead of filling the slots with the whole image and grid
+	// cells.
+	NoFill bool
+}
+
+// DefaultMinScore is the detection score a detected box needs to become a
+// region by default.
+const DefaultMinScore = 0.2
+
+// DefaultMaps are the feature maps pooled by default: nil means every map
+// the detector returns.
+var DefaultMaps []string
+
+// Pooling names how region vectors are made from the maps; it is part of
+// the Identity and changes whenever the vectors would.
+const Pooling = "roialign-mean-v1"
+
+func (o Options) maxBoxes() int {
+	if o.MaxBoxes > 0 {
+		return o.MaxBoxes
+	}
+	return 36
+}
+
+func (o Options) minScore() float32 {
+	if o.MinScore > 0 {
+		return o.MinScore
+	}
+	return DefaultMinScore
+}
+
+// Extractor makes region features of images with a detector. It is safe for
+// concurrent use when its detector is.
+type Extractor struct {
+	det   Detector
+	opt   Options
+	maps  []int // indexes into detect.Output.Maps
+	ident Identity
+}
+
+// New returns an extractor over det. It runs det once on a blank image to
+// learn its maps, and checks that opt.Maps names some of them.
+func New(ctx context.Context, det Detector, opt Options) (*Extractor, error) {
+	out, err := det.Run(ctx, make([]float32, detect.InputSize*detect.InputSize*3), detect.RunOptions{MaxDetections: 1, MinScore: 1})
+	if err != nil {
+		return nil, fmt.Errorf("extractor: probe the detector: %w", err)
+	}
+	if len(out.Maps) == 0 {
+		return nil, errors.New("extractor: the detector returns no feature maps")
+	}
+	var names []string
+	for _, m := range out.Maps {
+		names = append(names, m.Name)
+		if m.H <= 0 || m.W <= 0 || m.C <= 0 || m.Stride <= 0 || len(m.Data) != m.H*m.W*m.C {
+			return nil, fmt.Errorf("extractor: detector map %q has shape %dx%dx%d, stride %d and %d values", m.Name, m.H, m.W, m.C, m.Stride, len(m.Data))
+		}
+	}
+	e := &Extractor{det: det, opt: opt}
+	want := opt.Maps
+	if len(want) == 0 {
+		want = DefaultMaps
+	}
+	if len(want) == 0 {
+		want = names
+	}
+	width := 0
+	for _, w := range want {
+		i := slices.Index(names, w)
+		if i < 0 {
+			return nil, fmt.Errorf("extractor: the detector has no feature map %q; it has %s", w, strings.Join(names, ", "))
+		}
+		if slices.Contains(e.maps, i) {
+			return nil, fmt.Errorf("extractor: feature map %q named twice", w)
+		}
+		e.maps = append(e.maps, i)
+		width += out.Maps[i].C
+	}
+	e.ident = Identity{Name: detect.Name, Version: detect.Version, Width: width, Maps: slices.Clone(want), Pooling: Pooling}
+	return e, nil
+}
+
+// Identity returns the identity of the features this extractor makes.
+func (e *Extractor) Identity() Identity { return e.ident }
+
+// Width returns the length of a region's (and the global) feature vector.
+func (e *Extractor) Width() int { return e.ident.Width }
+
+// MaxBoxes returns the number of region slots per image.
+func (e *Extractor) MaxBoxes() int { return e.opt.maxBoxes() }
+
+// Region sources: a detection, or a box added to fill the slots.
+const (
+	FillWhole = -1 // the whole image
+	FillGrid  = -2 // a cell of a 2x2 or 3x3 grid
+)
+
+// Features are the features of one image.
+type Features struct {
+	// Regions is len(Boxes) vectors of the extractor's Width, one after
+	// the other.
+	Regions []float32
+	// Boxes are x1, y1, x2, y2 in the pixels of the upright original image.
+	Boxes [][4]float32
+	// Classes is the COCO class of each detected region, FillWhole or
+	// FillGrid for the others; Scores their detection scores (0 for fill).
+	Classes []int
+	Scores  []float32
+	// Global is the whole image's vector: the mean of each chosen map over
+	// every cell, concatenated.
+	Global []float32
+	// Width and Height are the upright image's size in pixels.
+	Width, Height int
+}
+
+// Run extracts the features of a prepared picture.
+func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
+	const S = detect.InputSize
+	if len(p.RGB) != S*S*3 {
+		return nil, fmt.Errorf("extractor: picture has %d values, want %d", len(p.RGB), S*S*3)
+	}
+	out, err := e.det.Run(ctx, p.RGB, detect.RunOptions{MaxDetections: e.opt.maxBoxes(), MinScore: e.opt.minScore()})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Maps) < len(e.ident.Maps) {
+		return nil, fmt.Errorf("extractor: the detector returned %d maps, the probe %d", len(out.Maps), len(e.ident.Maps))
+	}
+	boxes := ChooseBoxes(out.Detections, e.opt.maxBoxes(), e.opt.minScore(), !e.opt.NoFill)
+	D := e.ident.Width
+	f := &Features{
+		Regions: make([]float32, len(boxes)*D),
+		Global:  make([]float32, D),
+		Width:   p.Width, Height: p.Height,
+	}
+	off := 0
+	for k, mi := range e.maps {
+		m := &out.Maps[mi]
+		if m.Name != e.ident.Maps[k] || len(m.Data) != m.H*m.W*m.C {
+			return nil, fmt.Errorf("extractor: detector map %d is %q (%d values), the probe had %q", mi, m.Name, len(m.Data), e.ident.Maps[k])
+		}
+		if off+m.C > D {
+			return nil, fmt.Errorf("extractor: detector map %q has %d channels, more than the probe's", m.Name, m.C)
+		}
+		for r, b := range boxes {
+			ROIAlign(m, b.Box, f.Regions[r*D+off:r*D+off+m.C])
+		}
+		meanMap(m, f.Global[off:off+m.C])
+		off += m.C
+	}
+	if off != D {
+		return nil, fmt.Errorf("extractor: the detector's maps have %d channels, the probe's %d", off, D)
+	}
+	sx, sy := float32(p.Width)/S, float32(p.Height)/S
+	for _, b := range boxes {
+		f.Boxes = append(f.Boxes, [4]float32{b.Box[0] * sx, b.Box[1] * sy, b.Box[2] * sx, b.Box[3] * sy})
+		f.Classes = append(f.Classes, b.Class)
+		f.Scores = append(f.Scores, b.Score)
+	}
+	return f, nil
+}
+
+// ChooseBoxes picks the regions of an image from the detections (boxes in
+// input pixels): those scoring at least minScore, best first, at most max
+// of them, boxes clipped to the input and empty ones dropped. With fill,
+// the remaining slots are filled, in this order, with the whole image, the
+// four cells of a 2x2 grid and the nine of a 3x3 grid (Class FillWhole or
+// FillGrid, Score 0), until max slots are used or the 14 fill boxes are
+// spent. An image thus always has at least min(max, 14) regions.
+func ChooseBoxes(dets []detect.Detection, max int, minScore float32, fill bool) []detect.Detection {
+	const S = float32(detect.InputSize)
+	var out []detect.Detection
+	sorted := slices.Clone(dets)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Score > sorted[j].Score })
+	for _, d := range sorted {
+		if len(out) == max {
+			break
+		}
+		if !(d.Score >= minScore) {
+			continue
+		}
+		b := d.Box
+		for i := range b {
+			b[i] = min(S, b[i])
+			if !(b[i] > 0) { // also NaN
+				b[i] = 0
+			}
+		}
+		if b[2]-b[0] < 1 || b[3]-b[1] < 1 {
+			continue
+		}
+		d.Box = b
+		out = append(out, d)
+	}
+	if !fill {
+		return out
+	}
+	add := func(b [4]float32, class int) {
+		if len(out) < max {
+			out = append(out, detect.Detection{Box: b, Class: class})
+		}
+	}
+	add([4]float32{0, 0, S, S}, FillWhole)
+	for _, n := range []int{2, 3} {
+		c := S / float32(n)
+		for gy := range n {
+			for gx := range n {
+				add([4]float32{float32(gx) * c, float32(gy) * c, float32(gx+1) * c, float32(gy+1) * c}, FillGrid)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package extract
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/xmr-project/xmr/detect"
+)
+
+func linMap() *detect.FeatureMap {
+	m := &detect.FeatureMap{Name: "lin", H: 64, W: 64, C: 2, Stride: 8}
+	m.Data = make([]float32, m.H*m.W*m.C)
+	for y := range m.H {
+		for x := range m.W {
+			m.Data[(y*m.W+x)*2] = float32(x + 10*y)
+			m.Data[(y*m.W+x)*2+1] = float32(100 + x - y)
+		}
+	}
+	return m
+}
+
+func TestROIAlign(t *testing.T) {
+	m := linMap()
+	// Bilinear sampling of a linear map on a grid symmetric about the
+	// box's centre averages to the map at the centre, in map coordinates
+	// (pixel/stride - 0.5), as long as no sample is clamped.
+	tests := []struct {
+		box  [4]float32
+		x, y float64 // the centre in map cells
+	}{
+		{[4]float32{40, 80, 120, 200}, 80.0/8 - 0.5, 140.0/8 - 0.5},
+		{[4]float32{100, 100, 103, 102}, 101.5/8 - 0.5, 101.0/8 - 0.5}, // smaller than a cell
+		{[4]float32{8, 8, 504, 504}, 256.0/8 - 0.5, 256.0/8 - 0.5},
+	}
+	for _, tc := range tests {
+		out := make([]float32, 2)
+		ROIAlign(m, tc.box, out)
+		want := []float64{tc.x + 10*tc.y, 100 + tc.x - tc.y}
+		for c := range 2 {
+			if math.Abs(float64(out[c])-want[c]) > 1e-3 {
+				t.Errorf("box %v channel %d: %v, want %v", tc.box, c, out[c], want[c])
+			}
+		}
+	}
+	// Clamped at the border: a box off the top-left corner reads the
+	// corner cell.
+	out := make([]float32, 2)
+	ROIAlign(m, [4]float32{0, 0, 2, 2}, out)
+	if out[0] != 0 || out[1] != 100 {
+		t.Errorf("corner box: %v, want [0 100]", out)
+	}
+	// ROIAlign adds to out.
+	out = []float32{1, 1}
+	ROIAlign(m, [4]float32{0, 0, 2, 2}, out)
+	if out[0] != 1 || out[1] != 101 {
+		t.Errorf("ROIAlign does not add: %v", out)
+	}
+}
+
+func TestMeanMap(t *testing.T) {
+	out := make([]float32, 2)
+	meanMap(linMap(), out)
+	// mean of x + 10 y over 0..63 is 31.5 * 11; of 100 + x - y is 100.
+	if math.Abs(float64(out[0])-346.5) > 1e-3 || math.Abs(float64(out[1])-100) > 1e-3 {
+		t.Errorf("mean %v", out)
+	}
+}
+
+func TestChooseBoxes(t *testing.T) {
+	det := func(score float32, x1, y1, x2, y2 float32) detect.Detection {
+		return detect.Detection{Box: [4]float32{x1, y1, x2, y2}, Class: 1, Score: score}
+	}
+	dets := []detect.Detection{
+		det(0.3, 10, 10, 100, 100),
+		det(0.9, -20, 5, 600, 50),  // clipped to 0..512
+		det(0.1, 0, 0, 10, 10),     // below the threshold
+		det(0.5, 10, 10, 10.5, 90), // empty after all
+		det(0.6, 200, 200, 300, 300),
+	}
+	got := ChooseBoxes(dets, 36, 0.2, true)
+	if len(got) != 3+14 {
+		t.Fatalf("%d boxes, want 3 detections and 14 fill boxes", len(got))
+	}
+	if got[0].Score != 0.9 || got[0].Box != [4]float32{0, 5, 512, 50} || got[1].Score != 0.6 || got[2].Score != 0.3 {
+		t.Errorf("detections %v", got[:3])
+	}
+	if got[3].Class != FillWhole || got[3].Box != [4]float32{0, 0, 512, 512} {
+		t.Errorf("first fill box %v, want the whole image", got[3])
+	}
+	if got[4].Box != [4]float32{0, 0, 256, 256} || got[7].Box != [4]float32{256, 256, 512, 512} || got[7].Class != FillGrid {
+		t.Errorf("2x2 grid %v .. %v", got[4], got[7])
+	}
+	if b := got[16].Box; b[0] < 341 || b[2] != 512 || b[3] != 512 {
+		t.Errorf("last 3x3 cell %v", b)
+	}
+	if n := len(ChooseBoxes(dets, 36, 0.2, false)); n != 3 {
+		t.Errorf("no fill: %d boxes, want 3", n)
+	}
+	if n := len(ChooseBoxes(dets, 2, 0.2, true)); n != 2 {
+		t.Errorf("max 2: %d boxes", n)
+	}
+	if n := len(ChooseBoxes(nil, 5, 0.2, true)); n != 5 {
+		t.Errorf("no detections, max 5: %d boxes", n)
+	}
+}
+
+func TestExtractorRun(t *testing.T) {
+	det := &fakeDetector{dets: []detect.Detection{{Box: [4]float32{0, 0, 256, 512}, Class: 17, Score: 0.8}}}
+	e := newFake(t, det, Options{})
+	id := e.Identity()
+	if id.Width != 5 || strings.Join(id.Maps, ",") != "lin,rgb" || id.Name != detect.Name || id.Pooling != Pooling {
+		t.Fatalf("identity %+v", id)
+	}
+	// A 1000 x 500 picture: red left half, blue right half.
+	p := &Picture{RGB: make([]float32, 512*512*3), Width: 1000, Height: 500}
+	for y := range 512 {
+		for x := range 512 {
+			if x < 256 {
+				p.RGB[(y*512+x)*3] = 255
+			} else {
+				p.RGB[(y*512+x)*3+2] = 255
+			}
+		}
+	}
+	f, err := e.Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Boxes) != 15 || len(f.Regions) != 15*5 || len(f.Global) != 5 {
+		t.Fatalf("%d boxes, %d region values, %d global", len(f.Boxes), len(f.Regions), len(f.Global))
+	}
+	// The detection in original pixels: x scaled by 1000/512, y by 500/512.
+	if f.Boxes[0] != [4]float32{0, 0, 500, 500} || f.Classes[0] != 17 || f.Classes[1] != FillWhole {
+		t.Errorf("box %v class %v", f.Boxes[0], f.Classes[:2])
+	}
+	// Region 0 lies on the red half: its "rgb" part is red.
+	r0 := f.Regions[:5]
+	if r0[2] < 250 || r0[4] > 5 {
+		t.Errorf("region 0 colour %v, want red", r0[2:])
+	}
+	// The whole image's global vector: half red, half blue.
+	if math.Abs(float64(f.Global[2])-127.5) > 0.5 || math.Abs(float64(f.Global[4])-127.5) > 0.5 {
+		t.Errorf("global colour %v", f.Global[2:])
+	}
+
+	// A subset of the maps, in another order.
+	e2 := newFake(t, det, Options{Maps: []string{"rgb"}})
+	if e2.Width() != 3 || e2.Identity().Equal(id) {
+		t.Errorf("rgb-only identity %v", e2.Identity())
+	}
+	if _, err := New(context.Background(), det, Options{Maps: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "it has lin, rgb") {
+		t.Errorf("unknown map: %v", err)
+	}
+}

@@ -1,0 +1,433 @@
+package extract
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/xmr-project/xmr/detect"
+)
+
+// Limits bound what an image may cost before it is decoded. The zero value
+// gives the defaults.
+type Limits struct {
+	// MaxBytes bounds the size of the encoded file (0: DefaultMaxBytes).
+	MaxBytes int64
+	// MaxPixels bounds width*height as the file's header declares it,
+	// checked before any pixel is allocated (0: DefaultMaxPixels).
+	MaxPixels int64
+}
+
+// Default limits: 64 MiB of file and 50 megapixels, above any camera's
+// photo but far below what a decompression bomb claims.
+const (
+	DefaultMaxBytes  = 64 << 20
+	DefaultMaxPixels = 50_000_000
+)
+
+func (l Limits) maxBytes() int64 {
+	if l.MaxBytes > 0 {
+		return l.MaxBytes
+	}
+	return DefaultMaxBytes
+}
+
+func (l Limits) maxPixels() int64 {
+	if l.MaxPixels > 0 {
+		return l.MaxPixels
+	}
+	return DefaultMaxPixels
+}
+
+// Picture is an image ready for the detector: stretched to
+// detect.InputSize x detect.InputSize and turned upright as its EXIF
+// orientation says.
+type Picture struct {
+	// RGB is InputSize*InputSize*3 values in 0..255, row-major HWC.
+	RGB []float32
+	// Width and Height are the upright image's size in pixels (after the
+	// EXIF orientation): a box in input pixels maps back by Width/InputSize
+	// in x and Height/InputSize in y.
+	Width, Height int
+}
+
+// ErrTooLarge is wrapped by the errors about files or images over Limits.
+var ErrTooLarge = errors.New("image too large")
+
+// LoadFile reads, checks and decodes the JPEG or PNG file at path and
+// prepares it for the detector (see Prepare). Errors name the file.
+func LoadFile(path string, lim Limits) (*Picture, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read image %s: %w", path, unwrapPath(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read image %s: %w", path, unwrapPath(err))
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("read image %s: not a regular file", path)
+	}
+	if st.Size() > lim.maxBytes() {
+		return nil, fmt.Errorf("read image %s: %w: %d bytes, the limit is %d", path, ErrTooLarge, st.Size(), lim.maxBytes())
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read image %s: %w", path, err)
+	}
+	return Decode(b, path, lim)
+}
+
+// ReadLimited reads r whole, refusing more than lim's MaxBytes; name names
+// the source in errors.
+func ReadLimited(r io.Reader, name string, lim Limits) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, lim.maxBytes()+1))
+	if err != nil {
+		return nil, fmt.Errorf("read image %s: %w", name, err)
+	}
+	if int64(len(b)) > lim.maxBytes() {
+		return nil, fmt.Errorf("read image %s: %w: more than %d bytes", name, ErrTooLarge, lim.maxBytes())
+	}
+	return b, nil
+}
+
+// Decode decodes an encoded JPEG or PNG image and prepares it for the
+// detector: the declared size is checked against lim before the pixels are
+// decoded, the EXIF orientation of a JPEG is applied, and the image is
+// stretched (not letterboxed: the detector was trained on stretched
+// inputs) to InputSize x InputSize by area averaging. name names the image
+// in errors.
+func Decode(b []byte, name string, lim Limits) (*Picture, error) {
+	img, orient, err := decode(b, name, lim)
+	if err != nil {
+		return nil, err
+	}
+	return Prepare(img, orient), nil
+}
+
+// DecodeUpright is Decode that also returns the decoded image itself,
+// turned upright as its EXIF orientation says (for drawing on it).
+func DecodeUpright(b []byte, name string, lim Limits) (*Picture, image.Image, error) {
+	img, orient, err := decode(b, name, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Prepare(img, orient), Upright(img, orient), nil
+}
+
+// decode checks and decodes a JPEG or PNG, returning its EXIF orientation.
+func decode(b []byte, name string, lim Limits) (image.Image, int, error) {
+	if int64(len(b)) > lim.maxBytes() {
+		return nil, 0, fmt.Errorf("read image %s: %w: %d bytes, the limit is %d", name, ErrTooLarge, len(b), lim.maxBytes())
+	}
+	kind := sniff(b)
+	if kind == "" {
+		return nil, 0, fmt.Errorf("read image %s: not a JPEG or PNG image (%s)", name, describeStart(b))
+	}
+	var cfg image.Config
+	var err error
+	if kind == "jpeg" {
+		cfg, err = jpeg.DecodeConfig(bytes.NewReader(b))
+	} else {
+		cfg, err = png.DecodeConfig(bytes.NewReader(b))
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read image %s: corrupt %s header: %w", name, strings.ToUpper(kind), decodeErr(err))
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return nil, 0, fmt.Errorf("read image %s: %s header declares %dx%d pixels", name, strings.ToUpper(kind), cfg.Width, cfg.Height)
+	}
+	if px := int64(cfg.Width) * int64(cfg.Height); px > lim.maxPixels() {
+		return nil, 0, fmt.Errorf("read image %s: %w: its header declares %dx%d = %d pixels, the limit is %d (refused before decoding)",
+			name, ErrTooLarge, cfg.Width, cfg.Height, px, lim.maxPixels())
+	}
+	orient := 1
+	if kind == "jpeg" {
+		orient = JPEGOrientation(b)
+	}
+	var img image.Image
+	if kind == "jpeg" {
+		img, err = jpeg.Decode(bytes.NewReader(b))
+	} else {
+		img, err = png.Decode(bytes.NewReader(b))
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read image %s: corrupt or truncated %s: %w", name, strings.ToUpper(kind), decodeErr(err))
+	}
+	return img, orient, nil
+}
+
+// sniff names the format by the file's magic bytes: "jpeg", "png" or "".
+func sniff(b []byte) string {
+	switch {
+	case len(b) >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF:
+		return "jpeg"
+	case len(b) >= 8 && string(b[:8]) == "\x89PNG\r\n\x1a\n":
+		return "png"
+	}
+	return ""
+}
+
+// describeStart says what a non-image file starts with, for the error.
+func describeStart(b []byte) string {
+	if len(b) == 0 {
+		return "the file is empty"
+	}
+	n := min(len(b), 8)
+	return fmt.Sprintf("it starts with %q", b[:n])
+}
+
+// decodeErr words the decoders' errors about files that end early.
+func decodeErr(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return errors.New("the file ends early (truncated)")
+	}
+	return err
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Prepare stretches img to InputSize x InputSize by area averaging and
+// turns it upright as EXIF orientation orient (1..8; others mean 1) says.
+func Prepare(img image.Image, orient int) *Picture {
+	const S = detect.InputSize
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	rgb := toRGB(img)
+	small := resizeArea(rgb, w, h, S, S)
+	p := &Picture{RGB: small, Width: w, Height: h}
+	if orient >= 5 && orient <= 8 {
+		p.Width, p.Height = h, w
+	}
+	if orient >= 2 && orient <= 8 {
+		p.RGB = orientSquare(small, S, orient)
+	}
+	return p
+}
+
+// Upright returns img turned as EXIF orientation o (1..8) says: img itself
+// for 1 (or an unknown value), a new image otherwise.
+func Upright(img image.Image, o int) image.Image {
+	if o < 2 || o > 8 {
+		return img
+	}
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	ow, oh := w, h
+	if o >= 5 {
+		ow, oh = h, w
+	}
+	out := image.NewRGBA(image.Rect(0, 0, ow, oh))
+	for y := range oh {
+		for x := range ow {
+			var sx, sy int
+			switch o {
+			case 2:
+				sx, sy = w-1-x, y
+			case 3:
+				sx, sy = w-1-x, h-1-y
+			case 4:
+				sx, sy = x, h-1-y
+			case 5:
+				sx, sy = y, x
+			case 6:
+				sx, sy = y, h-1-x
+			case 7:
+				sx, sy = w-1-y, h-1-x
+			case 8:
+				sx, sy = w-1-y, x
+			}
+			out.Set(x, y, img.At(b.Min.X+sx, b.Min.Y+sy))
+		}
+	}
+	return out
+}
+
+// toRGB returns the pixels of img as packed 8-bit RGB, row-major, with
+// fast paths for what the JPEG and PNG decoders return.
+func toRGB(img image.Image) []uint8 {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	out := make([]uint8, w*h*3)
+	switch m := img.(type) {
+	case *image.YCbCr:
+		for y := range h {
+			o := y * w * 3
+			for x := range w {
+				yi := m.YOffset(b.Min.X+x, b.Min.Y+y)
+				ci := m.COffset(b.Min.X+x, b.Min.Y+y)
+				r, g, bb := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+				out[o], out[o+1], out[o+2] = r, g, bb
+				o += 3
+			}
+		}
+	case *image.Gray:
+		for y := range h {
+			row := m.Pix[y*m.Stride : y*m.Stride+w]
+			o := y * w * 3
+			for _, v := range row {
+				out[o], out[o+1], out[o+2] = v, v, v
+				o += 3
+			}
+		}
+	case *image.RGBA:
+		// Premultiplied: over black, which is what the colour is.
+		for y := range h {
+			row := m.Pix[y*m.Stride : y*m.Stride+4*w]
+			o := y * w * 3
+			for x := range w {
+				out[o], out[o+1], out[o+2] = row[4*x], row[4*x+1], row[4*x+2]
+				o += 3
+			}
+		}
+	case *image.NRGBA:
+		// Transparent pixels are composed over white, as viewers show them.
+		for y := range h {
+			row := m.Pix[y*m.Stride : y*m.Stride+4*w]
+			o := y * w * 3
+			for x := range w {
+				a := uint32(row[4*x+3])
+				for c := range 3 {
+					out[o+c] = uint8((uint32(row[4*x+c])*a + 255*(255-a) + 127) / 255)
+				}
+				o += 3
+			}
+		}
+	default:
+		for y := range h {
+			o := y * w * 3
+			for x := range w {
+				r, g, bb, a := img.At(b.Min.X+x, b.Min.Y+y).RGBA()
+				// Over white, as for NRGBA.
+				wh := 0xFFFF - a
+				out[o] = uint8((r + wh) >> 8)
+				out[o+1] = uint8((g + wh) >> 8)
+				out[o+2] = uint8((bb + wh) >> 8)
+				o += 3
+			}
+		}
+	}
+	return out
+}
+
+// resizeArea resamples a packed RGB image of w x h to ow x oh floats
+// (0..255) by averaging the source area each output pixel covers
+// (bilinear-like when enlarging), one axis after the other.
+func resizeArea(src []uint8, w, h, ow, oh int) []float32 {
+	xs := areaWeights(w, ow)
+	ys := areaWeights(h, oh)
+	// Horizontal pass: h rows of ow pixels.
+	tmp := make([]float32, h*ow*3)
+	for y := range h {
+		row := src[y*w*3 : (y+1)*w*3]
+		t := tmp[y*ow*3 : (y+1)*ow*3]
+		for x, ws := range xs {
+			var r, g, b float32
+			for _, tw := range ws {
+				p := row[tw.i*3:]
+				r += tw.w * float32(p[0])
+				g += tw.w * float32(p[1])
+				b += tw.w * float32(p[2])
+			}
+			t[3*x], t[3*x+1], t[3*x+2] = r, g, b
+		}
+	}
+	out := make([]float32, ow*oh*3)
+	for y, ws := range ys {
+		o := out[y*ow*3 : (y+1)*ow*3]
+		for _, tw := range ws {
+			t := tmp[tw.i*ow*3 : (tw.i+1)*ow*3]
+			for k := range o {
+				o[k] += tw.w * t[k]
+			}
+		}
+	}
+	return out
+}
+
+type tap struct {
+	i int
+	w float32
+}
+
+// areaWeights returns, for each of the m output samples along an axis of n
+// source samples, the source samples and weights that make it: the
+// overlap of the output pixel's span with each source pixel when
+// shrinking, linear interpolation between pixel centres when enlarging.
+func areaWeights(n, m int) [][]tap {
+	out := make([][]tap, m)
+	scale := float64(n) / float64(m)
+	for j := range m {
+		if scale <= 1 {
+			c := (float64(j)+0.5)*scale - 0.5
+			i0 := int(c)
+			if c < 0 {
+				i0 = 0
+				c = 0
+			}
+			i1 := min(i0+1, n-1)
+			f := float32(c - float64(i0))
+			if i1 == i0 || f == 0 {
+				out[j] = []tap{{i0, 1}}
+			} else {
+				out[j] = []tap{{i0, 1 - f}, {i1, f}}
+			}
+			continue
+		}
+		lo, hi := float64(j)*scale, float64(j+1)*scale
+		var ts []tap
+		for i := int(lo); i < n && float64(i) < hi; i++ {
+			a := max(lo, float64(i))
+			b := min(hi, float64(i+1))
+			if b > a {
+				ts = append(ts, tap{i, float32((b - a) / scale)})
+			}
+		}
+		out[j] = ts
+	}
+	return out
+}
+
+// orientSquare applies EXIF orientation o (2..8) to an s x s RGB image:
+// the pixel the viewer sees at (x, y) is taken from where the camera
+// stored it.
+func orientSquare(src []float32, s, o int) []float32 {
+	out := make([]float32, len(src))
+	for y := range s {
+		for x := range s {
+			var sx, sy int
+			switch o {
+			case 2: // mirrored horizontally
+				sx, sy = s-1-x, y
+			case 3: // rotated 180
+				sx, sy = s-1-x, s-1-y
+			case 4: // mirrored vertically
+				sx, sy = x, s-1-y
+			case 5: // transposed
+				sx, sy = y, x
+			case 6: // stored rotated 90 counter-clockwise: turn clockwise
+				sx, sy = y, s-1-x
+			case 7: // transverse
+				sx, sy = s-1-y, s-1-x
+			case 8: // stored rotated 90 clockwise: turn counter-clockwise
+				sx, sy = s-1-y, x
+			}
+			copy(out[(y*s+x)*3:(y*s+x)*3+3], src[(sy*s+sx)*3:])
+		}
+	}
+	return out
+}

@@ -1,0 +1,117 @@
+package extract
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/progress"
+)
+
+// Collect extracts the images of items in memory, workers at a time (0:
+// 2), with a progress bar when showProgress. It returns the features of
+// the images it could read, in order, with their items, and the ones it
+// skipped. Errors of the detector, and ctx's, stop it.
+func Collect(ctx context.Context, e *Extractor, items []Item, workers int, lim Limits, showProgress bool) ([]*Features, []Item, []Skip, error) {
+	workers = cmpOr(workers, 2)
+	feats := make([]*Features, len(items))
+	errs := make([]string, len(items))
+	var bar *progress.Bar
+	if showProgress {
+		bar = progress.New("extract", int64(len(items)), "images")
+	}
+	defer bar.Finish()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				pic, err := LoadFile(items[i].Path, lim)
+				if err != nil {
+					slog.Warn("extract: skipping an unreadable image", "file", items[i].Path, "err", err)
+					errs[i] = err.Error()
+					bar.Add(1)
+					continue
+				}
+				f, err := e.Run(ctx, pic)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("extract %s: %w", items[i].Path, err)
+					}
+					mu.Unlock()
+					cancel()
+					continue
+				}
+				feats[i] = f
+				bar.Add(1)
+			}
+		}()
+	}
+feed:
+	for i := range items {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, nil, nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("extract: %w", err)
+	}
+	var out []*Features
+	var kept []Item
+	var skips []Skip
+	for i, f := range feats {
+		if f == nil {
+			skips = append(skips, Skip{Path: items[i].Path, Err: errs[i]})
+			continue
+		}
+		out = append(out, f)
+		kept = append(kept, items[i])
+	}
+	return out, kept, skips, nil
+}
+
+// Pack puts the features of images into a data.Regions of r slots of
+// width d, with boxes normalised by each image's size.
+func Pack(fs []*Features, r, d int) *data.Regions {
+	n := len(fs)
+	g := &data.Regions{N: n, R: r, D: d, Feat: make([]float32, n*r*d), Boxes: make([]float32, n*r*4), Count: make([]int, n)}
+	for i, f := range fs {
+		k := min(len(f.Boxes), r)
+		copy(g.Feat[i*r*d:], f.Regions[:k*d])
+		g.Count[i] = k
+		w, h := float32(f.Width), float32(f.Height)
+		for j, b := range f.Boxes[:k] {
+			o := (i*r + j) * 4
+			g.Boxes[o], g.Boxes[o+1], g.Boxes[o+2], g.Boxes[o+3] = b[0]/w, b[1]/h, b[2]/w, b[3]/h
+		}
+	}
+	return g
+}
+
+// PackGlobal puts the global vectors of images into a data.Regions with
+// one slot each.
+func PackGlobal(fs []*Features, d int) *data.Regions {
+	n := len(fs)
+	g := &data.Regions{N: n, R: 1, D: d, Feat: make([]float32, n*d), Count: make([]int, n)}
+	for i, f := range fs {
+		copy(g.Feat[i*d:], f.Global)
+		g.Count[i] = 1
+	}
+	return g
+}
