@@ -494,28 +494,15 @@ func WritePrecomp(ctx context.Context, dir string, s *Split) (err error) {
 
 	// stage writes one file under a temporary name; optional files s
 	// lacks are noted as stale.
-	var staged []*atomicfile.File
+	var batch atomicfile.Batch
 	var stale []string
 	defer func() {
 		if err != nil {
-			for _, f := range staged {
-				f.Abort()
-			}
+			batch.Abort()
 		}
 	}()
 	stage := func(path string, write func(w io.Writer) error) error {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		f, err := atomicfile.Create(path)
-		if err != nil {
-			return err
-		}
-		staged = append(staged, f)
-		if err := write(f); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		return f.Close()
+		return batch.Add(ctx, path, write)
 	}
 	stageLines := func(path string, lines []string) error {
 		return stage(path, func(w io.Writer) error { return writeLinesTo(ctx, w, lines) })
@@ -592,10 +579,8 @@ func WritePrecomp(ctx context.Context, dir string, s *Split) (err error) {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("write precomp to %s: %w", dir, err)
 	}
-	for _, f := range staged {
-		if err := f.Commit(); err != nil {
-			return err
-		}
+	if err := batch.Commit(); err != nil {
+		return err
 	}
 	for _, p := range stale {
 		if err := removeIfExists(p); err != nil {

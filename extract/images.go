@@ -31,27 +31,14 @@ type ImageSet struct {
 func writeImages(ctx context.Context, dir string, s *data.Split) (err error) {
 	g := s.Images
 	base := filepath.Join(dir, s.Name)
-	var staged []*atomicfile.File
+	var batch atomicfile.Batch
 	defer func() {
 		if err != nil {
-			for _, f := range staged {
-				f.Abort()
-			}
+			batch.Abort()
 		}
 	}()
 	stage := func(path string, write func(w io.Writer) error) error {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		f, err := atomicfile.Create(path)
-		if err != nil {
-			return err
-		}
-		staged = append(staged, f)
-		if err := write(f); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		return f.Close()
+		return batch.Add(ctx, path, write)
 	}
 	shape := []int{g.N, g.R, g.D}
 	if s.Global {
@@ -101,10 +88,8 @@ func writeImages(ctx context.Context, dir string, s *data.Split) (err error) {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("write %s: %w", dir, err)
 	}
-	for _, f := range staged {
-		if err := f.Commit(); err != nil {
-			return err
-		}
+	if err := batch.Commit(); err != nil {
+		return err
 	}
 	// A caption file of an earlier, captioned extraction would pair with
 	// the wrong images.

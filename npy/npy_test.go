@@ -425,24 +425,6 @@ func TestWriteBigEndianHost(t *testing.T) {
 	}
 }
 
-func TestHalfToFloat32(t *testing.T) {
-	tests := []struct {
-		h    uint16
-		want float32
-	}{
-		{0x0000, 0}, {0x3c00, 1}, {0xc000, -2}, {0x7bff, 65504}, {0x0001, 5.9604645e-08}, {0x8001, -5.9604645e-08},
-		{0x7c00, float32(math.Inf(1))}, {0xfc00, float32(math.Inf(-1))},
-	}
-	for _, tt := range tests {
-		if got := halfToFloat32(tt.h); got != tt.want {
-			t.Errorf("halfToFloat32(%#x) = %v, want %v", tt.h, got, tt.want)
-		}
-	}
-	if v := halfToFloat32(0x7e00); v == v {
-		t.Errorf("halfToFloat32(NaN) = %v", v)
-	}
-}
-
 func TestFortranToC(t *testing.T) {
 	// A (2,3,4) array a[i,j,k] = 100i+10j+k stored column-major.
 	shape := []int{2, 3, 4}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/xmr-project/xmr/internal/half"
 	"github.com/xmr-project/xmr/mmap"
 )
 
@@ -170,7 +171,7 @@ func (d DType) ToFloat32(dst []float32, src []byte) {
 		copy(bytesOf(dst), src)
 	case d.Size == 2:
 		for i := range dst {
-			dst[i] = halfToFloat32(o.Uint16(src[2*i:]))
+			dst[i] = half.ToFloat32(o.Uint16(src[2*i:]))
 		}
 	case d.Size == 4:
 		for i := range dst {
@@ -209,25 +210,6 @@ func (d DType) intAt(b []byte) int {
 		return int(o.Uint32(b))
 	}
 	return int(o.Uint64(b))
-}
-
-// halfToFloat32 converts an IEEE 754 half-precision value, given by its
-// bits, exactly: subnormals, infinities and NaNs included.
-func halfToFloat32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch exp {
-	case 0x1f: // Inf or NaN
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case 0: // zero or subnormal: mant * 2^-24
-		v := float32(mant) / (1 << 24)
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
 }
 
 // bytesOf returns the memory of v as bytes, in this machine's byte order.

@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/xmr-project/xmr/internal/half"
 )
 
 // Limits on what Read accepts; a file that exceeds them is refused before
@@ -570,7 +572,7 @@ func dequantize(b []byte, n int64, w *rawWeight) []float32 {
 	switch w.Quantization.DType {
 	case "float16":
 		for i := range out {
-			out[i] = Float16(binary.LittleEndian.Uint16(b[2*i:]))
+			out[i] = half.ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 	case "uint8":
 		scale, lo := float32(*w.Quantization.Scale), float32(*w.Quantization.Min)
@@ -584,27 +586,4 @@ func dequantize(b []byte, n int64, w *rawWeight) []float32 {
 		}
 	}
 	return out
-}
-
-// Float16 converts an IEEE 754 half-precision value to float32 exactly.
-func Float16(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf or NaN
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
-	case frac == 0:
-		return math.Float32frombits(sign)
-	}
-	// Subnormal half: normalise.
-	e := uint32(113)
-	for frac&0x400 == 0 {
-		frac <<= 1
-		e--
-	}
-	frac &= 0x3ff
-	return math.Float32frombits(sign | e<<23 | frac<<13)
 }

@@ -167,28 +167,6 @@ func TestReadErrors(t *testing.T) {
 	}
 }
 
-func TestFloat16(t *testing.T) {
-	cases := []struct {
-		h    uint16
-		want float32
-	}{
-		{0x0000, 0}, {0x3c00, 1}, {0xc000, -2}, {0x3555, 0.33325195}, {0x7bff, 65504},
-		{0x0001, float32(math.Ldexp(1, -24))}, {0x03ff, float32(math.Ldexp(1023, -24))}, {0x0400, float32(math.Ldexp(1, -14))},
-		{0x7c00, float32(math.Inf(1))}, {0xfc00, float32(math.Inf(-1))},
-	}
-	for _, c := range cases {
-		if got := Float16(c.h); got != c.want {
-			t.Errorf("Float16(%#04x) = %v, want %v", c.h, got, c.want)
-		}
-	}
-	if got := Float16(0x7e00); !math.IsNaN(float64(got)) {
-		t.Errorf("Float16(0x7e00) = %v, want NaN", got)
-	}
-	if got := Float16(0x8000); got != 0 || !math.Signbit(float64(got)) {
-		t.Errorf("Float16(0x8000) = %v, want -0", got)
-	}
-}
-
 // TestOpenCenterNet reads the real model when the detector's weights are
 // cached (package detect fetches them).
 func TestOpenCenterNet(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/xmr-project/xmr/internal/half"
 )
 
 // npDType is a numpy.dtype of a plain number, as numpy pickles it to
@@ -113,7 +115,7 @@ func npScalar(args Tuple) (Value, error) {
 	}
 	switch d.size {
 	case 2:
-		return float64(f16(uint16(u))), nil
+		return float64(half.ToFloat32(uint16(u))), nil
 	case 4:
 		return float64(math.Float32frombits(uint32(u))), nil
 	}

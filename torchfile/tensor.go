@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/xmr-project/xmr/internal/half"
 )
 
 // DType is the element type of a storage and of the tensors viewing it.
@@ -243,7 +245,7 @@ func (t *Tensor) Float32() ([]float32, error) {
 	case Float32:
 		t.elements(func(k, i int) { out[k] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])) })
 	case Float16:
-		t.elements(func(k, i int) { out[k] = f16(binary.LittleEndian.Uint16(b[2*i:])) })
+		t.elements(func(k, i int) { out[k] = half.ToFloat32(binary.LittleEndian.Uint16(b[2*i:])) })
 	case BFloat16:
 		t.elements(func(k, i int) { out[k] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16) })
 	case Float64:
@@ -287,26 +289,4 @@ func (t *Tensor) Int64() ([]int64, error) {
 		}
 	})
 	return out, nil
-}
-
-// f16 converts an IEEE half-precision value to float32.
-func f16(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf, NaN
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
-	case frac == 0:
-		return math.Float32frombits(sign)
-	}
-	// Subnormal: normalise.
-	e := uint32(113)
-	for frac&0x400 == 0 {
-		frac <<= 1
-		e--
-	}
-	return math.Float32frombits(sign | e<<23 | (frac&0x3ff)<<13)
 }

@@ -476,23 +476,6 @@ func TestFloat64Range(t *testing.T) {
 	}
 }
 
-func TestF16(t *testing.T) {
-	for _, c := range []struct {
-		h    uint16
-		want float32
-	}{
-		{0x3c00, 1}, {0xc000, -2}, {0x7bff, 65504}, {0x0001, 5.9604645e-08}, {0x0200, 3.0517578e-05},
-		{0x8000, float32(math.Copysign(0, -1))}, {0x7c00, float32(math.Inf(1))},
-	} {
-		if got := f16(c.h); got != c.want || math.Signbit(float64(got)) != math.Signbit(float64(c.want)) {
-			t.Errorf("f16(%#04x) = %v, want %v", c.h, got, c.want)
-		}
-	}
-	if !math.IsNaN(float64(f16(0x7e00))) {
-		t.Error("f16 NaN")
-	}
-}
-
 func FuzzUnpickle(f *testing.F) {
 	for p := 0; p <= 5; p++ {
 		if b, err := os.ReadFile(filepath.Join("testdata", "plain_p"+string(rune('0'+p))+".pkl")); err == nil {
