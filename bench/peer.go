@@ -31,7 +31,17 @@ func RunPeer(ctx context.Context, opts Options, script string, modules []string,
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, py, append([]string{path}, args...)...)
+	out, err := Output(exec.CommandContext(ctx, py, append([]string{path}, args...)...))
+	if err != nil {
+		return nil, fmt.Errorf("peer %s %s: %w", py, script, err)
+	}
+	return out, nil
+}
+
+// Output runs a peer's command and returns its standard output; when it
+// fails, the error carries the end of what it wrote to standard error
+// (its last 300 bytes: a traceback's last lines).
+func Output(cmd *exec.Cmd) ([]byte, error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -40,7 +50,7 @@ func RunPeer(ctx context.Context, opts Options, script string, modules []string,
 		if len(msg) > 300 {
 			msg = msg[len(msg)-300:]
 		}
-		return nil, fmt.Errorf("peer %s %s: %w: %s", py, script, err, msg)
+		return nil, fmt.Errorf("%w: %s", err, msg)
 	}
 	return out, nil
 }

@@ -188,16 +188,9 @@ func runTFJS(ctx context.Context, dir, work string, iters int) (*peerResult, err
 		return nil, err
 	}
 	n := max(iters/4, 2) // it is much slower
-	cmd := exec.CommandContext(ctx, node, script, "--modules", modules, "--model", dir, "--bench", fmt.Sprint(n))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := bench.Output(exec.CommandContext(ctx, node, script, "--modules", modules, "--model", dir, "--bench", fmt.Sprint(n)))
 	if err != nil {
-		msg := bytes.TrimSpace(stderr.Bytes())
-		if len(msg) > 300 {
-			msg = msg[len(msg)-300:]
-		}
-		return nil, fmt.Errorf("%v: %s", err, msg)
+		return nil, err
 	}
 	var p peerResult
 	if err := json.Unmarshal(lastLine(out), &p); err != nil || p.Seconds <= 0 {
