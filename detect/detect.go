@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/xmr-project/xmr/tfjs"
 )
@@ -97,7 +98,9 @@ type RunOptions struct {
 	Maps          []string // names of the maps to return (see Maps); nil returns all
 }
 
-// Detector is a loaded network, safe for concurrent use by several goroutines.
+// Detector is a loaded network. Its methods are safe for concurrent use
+// by several goroutines: the weights are only read, and each call of Run
+// or Heatmap works in buffers of its own.
 type Detector struct {
 	g *graph
 }
@@ -153,6 +156,11 @@ func newDetector(m *tfjs.Model, path string) (*Detector, error) {
 	}
 	return &Detector{g: g}, nil
 }
+
+// MapInfo describes the feature maps Run returns (with RunOptions.Maps
+// nil), in order, without running the network: their names, channels and
+// strides. The slice is the caller's.
+func (d *Detector) MapInfo() []MapSpec { return slices.Clone(Maps) }
 
 // MapWidths returns the channel count of each map in Maps, in order.
 func (d *Detector) MapWidths() []int {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -78,15 +80,73 @@ func TestRunShapes(t *testing.T) {
 	if len(out.Maps) != len(Maps) {
 		t.Fatalf("%d maps, want %d", len(out.Maps), len(Maps))
 	}
+	info := d.MapInfo()
+	if len(info) != len(out.Maps) {
+		t.Fatalf("MapInfo lists %d maps, Run returns %d", len(info), len(out.Maps))
+	}
 	for i, m := range out.Maps {
 		if m.Name != Maps[i].Name || m.C != d.MapWidths()[i] || len(m.Data) != m.H*m.W*m.C || m.H*m.Stride != InputSize {
 			t.Errorf("map %d: %s %dx%dx%d stride %d, %d values", i, m.Name, m.H, m.W, m.C, m.Stride, len(m.Data))
+		}
+		if m.Name != info[i].Name || m.C != info[i].C || m.Stride != info[i].Stride {
+			t.Errorf("map %d: Run returns %s, %d channels, stride %d; MapInfo says %+v", i, m.Name, m.C, m.Stride, info[i])
 		}
 	}
 	for _, det := range out.Detections {
 		if det.Score < 0.01 || det.Class < 0 || det.Class >= NumClasses {
 			t.Errorf("bad detection %+v", det)
 		}
+	}
+}
+
+// TestRunConcurrent runs the detector on two images from two goroutines
+// at once, twice each, and checks that every result equals the one a
+// single goroutine gets (run it with -race to check the sharing too).
+func TestRunConcurrent(t *testing.T) {
+	d := testDetector(t)
+	ctx := context.Background()
+	imgs := [][]float32{randomImage(3), randomImage(4)}
+	want := make([]*Output, len(imgs))
+	for i, img := range imgs {
+		out, err := d.Run(ctx, img, RunOptions{MinScore: 0.05})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = out
+	}
+	const rounds = 2
+	got := make([][rounds]*Output, len(imgs))
+	errs := make([][rounds]error, len(imgs))
+	var wg sync.WaitGroup
+	for i, img := range imgs {
+		wg.Go(func() {
+			for r := range rounds {
+				got[i][r], errs[i][r] = d.Run(ctx, img, RunOptions{MinScore: 0.05})
+			}
+		})
+	}
+	wg.Wait()
+	for i := range imgs {
+		for r := range rounds {
+			if errs[i][r] != nil {
+				t.Fatalf("image %d, round %d: %v", i, r, errs[i][r])
+			}
+			g, w := got[i][r], want[i]
+			if !reflect.DeepEqual(g.Detections, w.Detections) {
+				t.Errorf("image %d, round %d: detections %v, alone %v", i, r, g.Detections, w.Detections)
+			}
+			if len(g.Maps) != len(w.Maps) {
+				t.Fatalf("image %d, round %d: %d maps, alone %d", i, r, len(g.Maps), len(w.Maps))
+			}
+			for k := range g.Maps {
+				if !slices.Equal(g.Maps[k].Data, w.Maps[k].Data) {
+					t.Errorf("image %d, round %d: map %s differs from the one computed alone", i, r, g.Maps[k].Name)
+				}
+			}
+		}
+	}
+	if slices.Equal(want[0].Maps[0].Data, want[1].Maps[0].Data) {
+		t.Error("two different images gave the same map: the comparison above proves nothing")
 	}
 }
 

@@ -396,12 +396,12 @@ func skipsOf(out string, s *SplitSpec, size int) ([]Skip, error) {
 // join assembles every split from its parts, writes the data set and
 // removes the parts.
 func join(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o BuildOptions, rep *Report) error {
-	rec := &Record{Extractor: e.Identity(), Kind: "regions", MaxBoxes: e.MaxBoxes(), MinScore: e.opt.minScore(),
+	rec := &Record{Extractor: e.Identity(), Kind: KindRegions, MaxBoxes: e.MaxBoxes(), MinScore: e.opt.minScore(),
 		Fill: "whole image, 2x2 grid, 3x3 grid", Splits: map[string]SplitRecord{}}
 	if e.opt.NoFill {
 		rec.Fill = "none"
 	}
-	grec := &Record{Extractor: e.Identity(), Kind: "global", Splits: map[string]SplitRecord{}}
+	grec := &Record{Extractor: e.Identity(), Kind: KindGlobal, Splits: map[string]SplitRecord{}}
 	gdir := filepath.Join(out, "global")
 	if err := os.MkdirAll(gdir, 0o755); err != nil {
 		return fmt.Errorf("extract: %w", err)

@@ -359,3 +359,31 @@ func TestCheck(t *testing.T) {
 		t.Error("FromMeta of bad JSON")
 	}
 }
+
+func TestCheckKind(t *testing.T) {
+	tests := []struct {
+		model, feats string
+		want         string // "" passes
+	}{
+		{KindRegions, KindRegions, ""},
+		{KindGlobal, KindGlobal, ""},
+		{"", KindGlobal, ""},
+		{KindRegions, "", ""},
+		{"", "", ""},
+		{KindRegions, "index", ""},
+		{KindGlobal, KindRegions, "ckpt was trained on global features (one vector per image: a data set's global/ directory), but data holds region features (boxes per image"},
+		{KindRegions, KindGlobal, "ckpt was trained on region features (boxes per image: a data set's main directory), but data holds global features (one vector per image"},
+	}
+	for _, tc := range tests {
+		err := CheckKind(tc.model, "ckpt", tc.feats, "data")
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q vs %q: %v", tc.model, tc.feats, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrKindMismatch) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q vs %q: %v, want %q", tc.model, tc.feats, err, tc.want)
+		}
+	}
+}

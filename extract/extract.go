@@ -27,6 +27,9 @@ import (
 // Detector is what the extractor needs of a detector: *detect.Detector,
 // or a fake in tests. Run must be safe for concurrent use.
 type Detector interface {
+	// MapInfo describes the feature maps Run returns, in order (their
+	// names, channels and strides), without running the network.
+	MapInfo() []detect.MapSpec
 	Run(ctx context.Context, rgb []float32, opt detect.RunOptions) (*detect.Output, error)
 }
 
@@ -77,28 +80,30 @@ func (o Options) minScore() float32 {
 type Extractor struct {
 	det   Detector
 	opt   Options
-	maps  []int // indexes into detect.Output.Maps
+	info  []detect.MapSpec // the detector's maps, as its MapInfo says
+	maps  []int            // indexes into info and detect.Output.Maps
 	ident Identity
 }
 
-// New returns an extractor over det. It runs det once on a blank image to
-// learn its maps, and checks that opt.Maps names some of them.
-func New(ctx context.Context, det Detector, opt Options) (*Extractor, error) {
-	out, err := det.Run(ctx, make([]float32, detect.InputSize*detect.InputSize*3), detect.RunOptions{MaxDetections: 1, MinScore: 1})
-	if err != nil {
-		return nil, fmt.Errorf("extractor: probe the detector: %w", err)
-	}
-	if len(out.Maps) == 0 {
-		return nil, errors.New("extractor: the detector returns no feature maps")
+// New returns an extractor over det. It learns det's maps from its
+// MapInfo, without running it, and checks that opt.Maps names some of
+// them.
+func New(det Detector, opt Options) (*Extractor, error) {
+	info := det.MapInfo()
+	if len(info) == 0 {
+		return nil, errors.New("extractor: the detector has no feature maps")
 	}
 	var names []string
-	for _, m := range out.Maps {
-		names = append(names, m.Name)
-		if m.H <= 0 || m.W <= 0 || m.C <= 0 || m.Stride <= 0 || len(m.Data) != m.H*m.W*m.C {
-			return nil, fmt.Errorf("extractor: detector map %q has shape %dx%dx%d, stride %d and %d values", m.Name, m.H, m.W, m.C, m.Stride, len(m.Data))
+	for _, m := range info {
+		if m.C <= 0 || m.Stride <= 0 || m.Name == "" {
+			return nil, fmt.Errorf("extractor: detector map %q has %d channels and stride %d", m.Name, m.C, m.Stride)
 		}
+		if slices.Contains(names, m.Name) {
+			return nil, fmt.Errorf("extractor: the detector names two maps %q", m.Name)
+		}
+		names = append(names, m.Name)
 	}
-	e := &Extractor{det: det, opt: opt}
+	e := &Extractor{det: det, opt: opt, info: info}
 	want := opt.Maps
 	if len(want) == 0 {
 		want = DefaultMaps
@@ -116,7 +121,7 @@ func New(ctx context.Context, det Detector, opt Options) (*Extractor, error) {
 			return nil, fmt.Errorf("extractor: feature map %q named twice", w)
 		}
 		e.maps = append(e.maps, i)
-		width += out.Maps[i].C
+		width += info[i].C
 	}
 	e.ident = Identity{Name: detect.Name, Version: detect.Version, Width: width, Maps: slices.Clone(want), Pooling: Pooling}
 	return e, nil
@@ -165,8 +170,8 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(out.Maps) < len(e.ident.Maps) {
-		return nil, fmt.Errorf("extractor: the detector returned %d maps, the probe %d", len(out.Maps), len(e.ident.Maps))
+	if len(out.Maps) != len(e.info) {
+		return nil, fmt.Errorf("extractor: the detector returned %d maps, its MapInfo says %d", len(out.Maps), len(e.info))
 	}
 	boxes := ChooseBoxes(out.Detections, e.opt.maxBoxes(), e.opt.minScore(), !e.opt.NoFill)
 	D := e.ident.Width
@@ -176,13 +181,14 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 		Width:   p.Width, Height: p.Height,
 	}
 	off := 0
-	for k, mi := range e.maps {
+	for _, mi := range e.maps {
 		m := &out.Maps[mi]
-		if m.Name != e.ident.Maps[k] || len(m.Data) != m.H*m.W*m.C {
-			return nil, fmt.Errorf("extractor: detector map %d is %q (%d values), the probe had %q", mi, m.Name, len(m.Data), e.ident.Maps[k])
+		if want := e.info[mi]; m.Name != want.Name || m.C != want.C || m.Stride != want.Stride || m.H <= 0 || m.W <= 0 || len(m.Data) != m.H*m.W*m.C {
+			return nil, fmt.Errorf("extractor: detector map %d is %q, %dx%dx%d at stride %d with %d values; its MapInfo says %q, %d channels at stride %d",
+				mi, m.Name, m.H, m.W, m.C, m.Stride, len(m.Data), want.Name, want.C, want.Stride)
 		}
 		if off+m.C > D {
-			return nil, fmt.Errorf("extractor: detector map %q has %d channels, more than the probe's", m.Name, m.C)
+			return nil, fmt.Errorf("extractor: detector map %q has %d channels, more than its MapInfo says", m.Name, m.C)
 		}
 		for r, b := range boxes {
 			ROIAlign(m, b.Box, f.Regions[r*D+off:r*D+off+m.C])
@@ -191,7 +197,7 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 		off += m.C
 	}
 	if off != D {
-		return nil, fmt.Errorf("extractor: the detector's maps have %d channels, the probe's %d", off, D)
+		return nil, fmt.Errorf("extractor: the detector's maps have %d channels, its MapInfo %d", off, D)
 	}
 	sx, sy := float32(p.Width)/S, float32(p.Height)/S
 	for _, b := range boxes {

@@ -3,6 +3,7 @@ package extract
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,7 +151,63 @@ func TestExtractorRun(t *testing.T) {
 	if e2.Width() != 3 || e2.Identity().Equal(id) {
 		t.Errorf("rgb-only identity %v", e2.Identity())
 	}
-	if _, err := New(context.Background(), det, Options{Maps: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "it has lin, rgb") {
+	if _, err := New(det, Options{Maps: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "it has lin, rgb") {
 		t.Errorf("unknown map: %v", err)
+	}
+}
+
+// infoDetector is fakeDetector with another MapInfo.
+type infoDetector struct {
+	*fakeDetector
+	info []detect.MapSpec
+}
+
+func (d infoDetector) MapInfo() []detect.MapSpec { return d.info }
+
+// TestNewMapInfo checks that New learns the maps from MapInfo without
+// running the detector, refuses a MapInfo it cannot use, and that Run
+// refuses maps that disagree with it.
+func TestNewMapInfo(t *testing.T) {
+	det := &fakeDetector{}
+	e, err := New(det, Options{Maps: []string{"rgb", "lin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := det.calls.Load(); n != 0 {
+		t.Errorf("New ran the detector %d times", n)
+	}
+	if e.Width() != 5 || !slices.Equal(e.Identity().Maps, []string{"rgb", "lin"}) {
+		t.Errorf("identity %v", e.Identity())
+	}
+	tests := []struct {
+		info   []detect.MapSpec
+		newErr string // New's error
+		runErr string // else Run's
+	}{
+		{nil, "the detector has no feature maps", ""},
+		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 0}}, `detector map "lin" has 0 channels`, ""},
+		{[]detect.MapSpec{{Name: "lin", Stride: 0, C: 2}}, `detector map "lin" has 2 channels and stride 0`, ""},
+		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 2}, {Name: "lin", Stride: 32, C: 3}}, `names two maps "lin"`, ""},
+		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 2}}, "", "the detector returned 2 maps, its MapInfo says 1"},
+		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 2}, {Name: "rgb", Stride: 32, C: 4}}, "", `its MapInfo says "rgb", 4 channels at stride 32`},
+		{[]detect.MapSpec{{Name: "lin", Stride: 16, C: 2}, {Name: "rgb", Stride: 32, C: 3}}, "", `its MapInfo says "lin", 2 channels at stride 16`},
+		{[]detect.MapSpec{{Name: "rgb", Stride: 32, C: 3}, {Name: "lin", Stride: 8, C: 2}}, "", `detector map 0 is "lin"`},
+	}
+	pic := &Picture{RGB: make([]float32, detect.InputSize*detect.InputSize*3), Width: 10, Height: 10}
+	for _, tc := range tests {
+		e, err := New(infoDetector{&fakeDetector{}, tc.info}, Options{})
+		if tc.newErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.newErr) {
+				t.Errorf("%v: New: %v, want %q", tc.info, err, tc.newErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: New: %v", tc.info, err)
+			continue
+		}
+		if _, err := e.Run(context.Background(), pic); err == nil || !strings.Contains(err.Error(), tc.runErr) {
+			t.Errorf("%v: Run: %v, want %q", tc.info, err, tc.runErr)
+		}
 	}
 }

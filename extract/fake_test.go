@@ -66,9 +66,14 @@ func (f *fakeDetector) Run(ctx context.Context, rgb []float32, opt detect.RunOpt
 	return &detect.Output{Detections: dets, Maps: []detect.FeatureMap{lin, c}}, nil
 }
 
+// MapInfo describes the maps Run returns.
+func (f *fakeDetector) MapInfo() []detect.MapSpec {
+	return []detect.MapSpec{{Name: "lin", Stride: 8, C: 2}, {Name: "rgb", Stride: 32, C: 3}}
+}
+
 func newFake(t *testing.T, det *fakeDetector, opt Options) *Extractor {
 	t.Helper()
-	e, err := New(context.Background(), det, opt)
+	e, err := New(det, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

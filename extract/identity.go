@@ -183,6 +183,47 @@ func Check(model *Identity, modelName string, feats *Identity, featsName string)
 	}
 }
 
+// Feature kinds, as Record.Kind and the checkpoint metadata under
+// KindMetaKey name them.
+const (
+	// KindRegions: a data set's main files, (N, R, D) region features
+	// with their boxes.
+	KindRegions = "regions"
+	// KindGlobal: a data set's global/ copy, (N, D), one vector per image.
+	KindGlobal = "global"
+)
+
+// ErrKindMismatch is wrapped by CheckKind's errors.
+var ErrKindMismatch = errors.New("features of another kind")
+
+// describeKind names a feature kind in CheckKind's messages.
+func describeKind(kind string) string {
+	switch kind {
+	case KindRegions:
+		return "region features (boxes per image: a data set's main directory)"
+	case KindGlobal:
+		return "global features (one vector per image: a data set's global/ directory)"
+	}
+	return fmt.Sprintf("features of kind %q", kind)
+}
+
+// CheckKind refuses to give a model trained on features of kind model
+// (what its checkpoint records under KindMetaKey) features of kind feats
+// (Record.Kind of the data, or the kind a command is about to extract).
+// modelName and featsName name the two in the message. An empty kind is
+// unknown (checkpoints and records written before kinds were recorded,
+// precomputed features) and passes; so does any kind other than
+// KindRegions and KindGlobal (an index's record), which names no layout
+// of features.
+func CheckKind(model, modelName, feats, featsName string) error {
+	known := func(k string) bool { return k == KindRegions || k == KindGlobal }
+	if !known(model) || !known(feats) || model == feats {
+		return nil
+	}
+	return fmt.Errorf("%w: %s was trained on %s, but %s holds %s; give it features of the kind it was trained on (xmr extract writes both), or use a model trained on these",
+		ErrKindMismatch, modelName, describeKind(model), featsName, describeKind(feats))
+}
+
 // FromMeta returns the identity stored under MetaKey in checkpoint
 // metadata, or nil when there is none.
 func FromMeta(md map[string]string) (*Identity, error) {

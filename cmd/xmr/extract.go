@@ -72,7 +72,7 @@ func (f *extractorFlags) extractor(ctx context.Context) (*extract.Extractor, err
 			}
 		}
 	}
-	e, err := extract.New(ctx, det, opt)
+	e, err := extract.New(det, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,11 @@ import (
 // mean colour, and one detection, the image's left half.
 type pixelDetector struct{}
 
+// MapInfo describes the map Run returns.
+func (pixelDetector) MapInfo() []detect.MapSpec {
+	return []detect.MapSpec{{Name: "px", Stride: 32, C: 16}}
+}
+
 func (pixelDetector) Run(ctx context.Context, rgb []float32, opt detect.RunOptions) (*detect.Output, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -116,6 +121,19 @@ func TestExtractTrainEval(t *testing.T) {
 	}
 	if _, stderr, code := run(t, "eval", "--checkpoint", runPx, "--data", feats, "--no-ndcg"); code != 0 {
 		t.Fatalf("eval on its own features: exit %d: %s", code, stderr)
+	}
+	// A model trained on the regions is refused the global/ copy of the
+	// same extraction, naming both sides.
+	global := filepath.Join(feats, "global")
+	for _, args := range [][]string{
+		{"eval", "--checkpoint", runPx, "--data", global, "--no-ndcg"},
+		{"index", "--checkpoint", runPx, "--data", global, "--out", filepath.Join(dir, "g.idx")},
+		{"train", "--resume", "--data", global, "--out", runPx, "--max-iters", "4"},
+	} {
+		_, stderr, code := run(t, args...)
+		if code != 1 || !strings.Contains(stderr, "trained on region features") || !strings.Contains(stderr, "--data "+global+" holds global features") {
+			t.Errorf("%s of a region model on global features: exit %d, %s", args[0], code, stderr)
+		}
 	}
 	// The world's own features record no extractor: both pairings across
 	// are refused, naming both sides.
@@ -258,6 +276,21 @@ func TestExtractTrainEval(t *testing.T) {
 	_, stderr, code = run(t, "align", "--checkpoint", runWorld, "--image", filepath.Join(photos, "red.png"), "--text", "a red square", "--out", png)
 	if code != 1 || !strings.Contains(stderr, "give the image's --features and --boxes") {
 		t.Errorf("align --image with a world model: exit %d, %s", code, stderr)
+	}
+
+	// A model trained on the global/ copy: refused the regions, and by
+	// align, which extracts regions.
+	runGlobal := filepath.Join(dir, "run-global")
+	if _, stderr, code := run(t, "train", "--config", cfg, "--data", global, "--out", runGlobal, "--max-iters", "2", "--val-images", "30"); code != 0 {
+		t.Fatalf("train on global features: exit %d: %s", code, stderr)
+	}
+	_, stderr, code = run(t, "eval", "--checkpoint", runGlobal, "--data", feats, "--no-ndcg")
+	if code != 1 || !strings.Contains(stderr, "trained on global features") || !strings.Contains(stderr, "--data "+feats+" holds region features") {
+		t.Errorf("global model on region features: exit %d, %s", code, stderr)
+	}
+	_, stderr, code = run(t, "align", "--checkpoint", runGlobal, "--image", filepath.Join(photos, "red.png"), "--text", "a red square", "--out", png)
+	if code != 1 || !strings.Contains(stderr, "trained on global features") || !strings.Contains(stderr, "(align extracts its regions) holds region features") {
+		t.Errorf("align --image with a global model: exit %d, %s", code, stderr)
 	}
 }
 

@@ -44,7 +44,37 @@ func checkDataFeatures(f *checkpoint.File, ckptFlag, dataPath string) error {
 	if err != nil {
 		return err
 	}
-	return extract.Check(mid, "the model of --checkpoint "+ckptFlag, did, "--data "+dataPath)
+	if err := extract.Check(mid, "the model of --checkpoint "+ckptFlag, did, "--data "+dataPath); err != nil {
+		return err
+	}
+	return checkDataKind(f, "the model of --checkpoint "+ckptFlag, dataPath)
+}
+
+// dataKind returns the kind of features (extract.KindRegions,
+// extract.KindGlobal) that the data set at path records, or "" when it
+// records none.
+func dataKind(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return "", nil
+	}
+	rec, err := extract.ReadRecord(path)
+	if err != nil || rec == nil {
+		return "", err
+	}
+	return rec.Kind, nil
+}
+
+// checkDataKind refuses to give the model of checkpoint file f (named
+// modelName in the message) the data at dataPath when the model was
+// trained on features of another kind: regions against a data set's
+// global/ copy, or the reverse (extract.CheckKind).
+func checkDataKind(f *checkpoint.File, modelName, dataPath string) error {
+	kind, err := dataKind(dataPath)
+	if err != nil {
+		return err
+	}
+	return extract.CheckKind(f.Metadata()[extract.KindMetaKey], modelName, kind, "--data "+dataPath)
 }
 
 // trainMeta returns the checkpoint metadata that records the data's
@@ -62,11 +92,14 @@ func trainMeta(dataPath, runDir string, resume bool) (map[string]string, error) 
 				return nil, err
 			}
 			mid, err := checkpointIdentity(f)
+			if err == nil {
+				err = extract.Check(mid, "the run in "+runDir, did, "--data "+dataPath)
+			}
+			if err == nil {
+				err = checkDataKind(f, "the run in "+runDir, dataPath)
+			}
 			f.Close()
 			if err != nil {
-				return nil, err
-			}
-			if err := extract.Check(mid, "the run in "+runDir, did, "--data "+dataPath); err != nil {
 				return nil, err
 			}
 		}

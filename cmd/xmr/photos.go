@@ -21,7 +21,7 @@ import (
 // "global", the regions for "regions", and when the kind is unknown, the
 // global vectors for a model that reads one per image (SEAM, VSE++).
 func photoSource(m model.Model, fs []*extract.Features, e *extract.Extractor, kind string) *data.Regions {
-	if kind == "global" || kind == "" && m.Config().GlobalImages() {
+	if kind == extract.KindGlobal || kind == "" && m.Config().GlobalImages() {
 		return extract.PackGlobal(fs, e.Width())
 	}
 	return extract.Pack(fs, e.MaxBoxes(), e.Width())
@@ -112,7 +112,7 @@ func recordExtractor(ctx context.Context, cache string, rec *extract.Record, lim
 	if err != nil {
 		return nil, err
 	}
-	e, err := extract.New(ctx, det, extract.Options{Maps: rec.Extractor.Maps, MaxBoxes: rec.MaxBoxes, MinScore: rec.MinScore})
+	e, err := extract.New(det, extract.Options{Maps: rec.Extractor.Maps, MaxBoxes: rec.MaxBoxes, MinScore: rec.MinScore})
 	if err != nil {
 		return nil, err
 	}
@@ -275,12 +275,16 @@ func extractForAlign(ctx context.Context, ckpt, path, cache string) (*alignInput
 		return nil, err
 	}
 	id, err := checkpointIdentity(cf)
+	kind := cf.Metadata()[extract.KindMetaKey]
 	cf.Close()
 	if err != nil {
 		return nil, err
 	}
 	if id == nil {
 		return nil, fmt.Errorf("the model of --checkpoint %s records no feature extractor (it was trained on precomputed features): give the image's --features and --boxes, or use a model trained on xmr extract's features", ckpt)
+	}
+	if err := extract.CheckKind(kind, "the model of --checkpoint "+ckpt, extract.KindRegions, "--image "+path+" (align extracts its regions)"); err != nil {
+		return nil, err
 	}
 	f, err := os.Open(path)
 	if err != nil {
