@@ -5,7 +5,9 @@
 //
 // Write and WriteBytes do it all in one call. Create returns a File for
 // writers that stream their output and give several files their final
-// names together: Close each, then Commit each.
+// names together: Close each, then Commit each. Publish gives a file that
+// was grown and synced in place (a resumable OUT.partial) its final name
+// by the same rules.
 //
 // A destination that exists and is not a regular file is never replaced:
 // a FIFO or a terminal (IsStream) is written directly, as a stream, and

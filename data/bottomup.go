@@ -255,6 +255,10 @@ func LoadBottomUp(ctx context.Context, dir, karpathyJSON, split string, opt *Bot
 				} else {
 					x /= h
 				}
+				if !(x >= -boxSlack && x <= 1+boxSlack) {
+					return fmt.Errorf("read %s: region %d coordinate %d is %v, %.3g image sizes from the %v x %v image %s: want a box within %g image size of it",
+						filepath.Join(boxDir, ids[i]+".npy"), j/4, j%4, im.Boxes[j], x, w, h, ids[i], float64(boxSlack))
+				}
 				g.Boxes[i*R*4+j] = x
 			}
 		}

@@ -176,6 +176,16 @@ func TestLoadBottomUpErrors(t *testing.T) {
 			writeFile(t, filepath.Join(dir, "bu_att", "100001.npz"), npzBytes(t, map[string][]byte{"feat.npy": npyOf([]int{2, 3}, []float32{0, 0, 0, 0, float32(math.NaN()), 0})}))
 			return nil
 		}, []string{"bu_att/100001.npz: feat: region 1 feature 1 is NaN"}},
+		{"box far outside", func(t *testing.T, dir string) *BottomUpOptions {
+			buFixture(t, dir, ids, []int{2, 2}, 3)
+			writeFile(t, filepath.Join(dir, "bu_box", "100001.npy"), npyOf([]int{2, 4}, []float32{0, 0, 10, 10, 0, 0, 1e30, 10}))
+			return nil
+		}, []string{"bu_box/100001.npy: region 1 coordinate 2 is 1e+30", "640 x 480 image 100001", "want a box within 1 image size of it"}},
+		{"box far left", func(t *testing.T, dir string) *BottomUpOptions {
+			buFixture(t, dir, ids, []int{2, 2}, 3)
+			writeFile(t, filepath.Join(dir, "bu_box", "100000.npy"), npyOf([]int{2, 4}, []float32{0, -500, 10, 10, 0, 0, 10, 10}))
+			return nil
+		}, []string{"bu_box/100000.npy: region 0 coordinate 1 is -500, -1.04 image sizes", "want a box within 1 image size"}},
 		{"truncated feat", func(t *testing.T, dir string) *BottomUpOptions {
 			buFixture(t, dir, ids, []int{2, 2}, 3)
 			writeFile(t, filepath.Join(dir, "bu_att", "100001.npz"), npzBytes(t, map[string][]byte{"feat.npy": npyOf([]int{2, 3}, make([]float32, 6))[:130]}))

@@ -362,6 +362,14 @@ func CollectTSV(ctx context.Context, paths []string, ids []string, opt *TSVOptio
 				if !isFinite32(x) {
 					return fmt.Errorf("%s: region %d box coordinate %d is %v", where, j/4, j%4, x)
 				}
+				size := rec.Width
+				if j%2 == 1 {
+					size = rec.Height
+				}
+				if n := x / size; !(n >= -boxSlack && n <= 1+boxSlack) {
+					return fmt.Errorf("%s: region %d box coordinate %d is %v, %.3g image sizes from the %v x %v image (image_w, image_h): want a box within %g image size of it",
+						where, j/4, j%4, x, n, rec.Width, rec.Height, float64(boxSlack))
+				}
 			}
 			imgs[i] = tsvImage{
 				feat:  append([]float32(nil), rec.Feat...),

@@ -188,3 +188,40 @@ func TestLoadTSV(t *testing.T) {
 		t.Fatalf("ids %v count %v captions %q", s.ImageIDs, s.Images.Count, s.Captions)
 	}
 }
+
+// TestCollectTSVBoxOutside: a box coordinate more than one image size
+// outside its record's image_w x image_h is refused, naming the file, the
+// line, the image and the coordinate; one within that reach is kept.
+func TestCollectTSVBoxOutside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.tsv")
+	tests := []struct {
+		name  string
+		coord int // of region 1
+		value float32
+		frags []string // nil: accepted
+	}{
+		{"huge", 2, 1e30, []string{"f.tsv: line 1 (image 7): region 1 box coordinate 2 is 1e+30", "640 x 480 image", "want a box within 1 image size of it"}},
+		{"far right", 2, 1900, []string{"f.tsv: line 1 (image 7): region 1 box coordinate 2 is 1900, 2.97 image sizes"}},
+		{"far above", 1, -500, []string{"f.tsv: line 1 (image 7): region 1 box coordinate 1 is -500, -1.04 image sizes"}},
+		{"within reach", 2, 1200, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := tsvRec("7", 2, 3)
+			rec.Boxes[4+tt.coord] = tt.value
+			writeFile(t, path, encodeTSV(rec))
+			g, _, err := CollectTSV(context.Background(), []string{path}, []string{"7"}, nil)
+			if tt.frags == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := g.Boxes[4+tt.coord], tt.value/640; math.Abs(float64(got-want)) > 1e-6 {
+					t.Errorf("box coordinate %v, want %v", got, want)
+				}
+				return
+			}
+			wantErr(t, err, tt.frags...)
+		})
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -154,7 +153,10 @@ func relevanceInputsHash(metric string, captions []string, perImage int) string 
 // ComputeRelevance saves what is finished and returns the context's error;
 // a later call with the same metric and captions continues from there, and
 // one with different inputs is refused (remove the two partial files to
-// start over). At the end the partial file is renamed to out.
+// start over). At the end the partial file is given the name out by
+// atomicfile.Publish: a symbolic link to a regular file is written
+// through and kept, and an out that exists and is neither a regular file
+// nor a FIFO or terminal is refused, before any work.
 func ComputeRelevance(ctx context.Context, m Metric, captions []string, perImage int, out string, opts RelevanceOptions) error {
 	name := m.Name()
 	if perImage <= 0 || len(captions) == 0 || len(captions)%perImage != 0 {
@@ -166,6 +168,15 @@ func ComputeRelevance(ctx context.Context, m Metric, captions []string, perImage
 		Captions: nCap, Images: nImg, PerImage: perImage,
 	}
 	partial, sidecar := out+".partial", out+".partial.json"
+	// Refuse, before any work, what the end could not replace (package
+	// atomicfile's rules): an OUT, OUT.partial or OUT.partial.json that
+	// is a device node, a socket or a directory; OUT.partial and the
+	// sidecar must also not be a FIFO, being read back to resume.
+	for _, p := range []string{out, partial, sidecar} {
+		if fi, err := os.Stat(p); err == nil && !fi.Mode().IsRegular() && (p != out || !atomicfile.IsStream(fi)) {
+			return fmt.Errorf("relevance %s: %w", name, &atomicfile.NotRegularError{Path: p, Mode: fi.Mode()})
+		}
+	}
 	f, done, err := openPartial(partial, sidecar, &state)
 	if err != nil {
 		return err
@@ -348,10 +359,7 @@ func ComputeRelevance(ctx context.Context, m Metric, captions []string, perImage
 		return fmt.Errorf("relevance %s: close %s: %w", name, partial, err)
 	}
 	f = nil
-	if err := os.Rename(partial, out); err != nil {
-		return fmt.Errorf("relevance %s: %w", name, err)
-	}
-	if err := atomicfile.SyncDir(filepath.Dir(out)); err != nil {
+	if err := atomicfile.Publish(partial, out); err != nil {
 		return fmt.Errorf("relevance %s: %w", name, err)
 	}
 	if err := os.Remove(sidecar); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/xmr-project/xmr/atomicfile"
 )
 
 func TestComputeRelevanceRoundTrip(t *testing.T) {
@@ -293,4 +295,46 @@ func FuzzDecodeRelevance(f *testing.F) {
 			t.Fatalf("decoded %d x %d from %d bytes", m.Rows, m.Cols, len(b))
 		}
 	})
+}
+
+// TestComputeRelevancePublish: the finished matrix goes through
+// atomicfile's rules: an out that is a symbolic link to a regular file is
+// written through and stays a link; an out that is a directory is
+// refused before any work, with nothing written beside it.
+func TestComputeRelevancePublish(t *testing.T) {
+	caps := randomCaptions(rand.New(rand.NewPCG(2, 2)), 5*4)
+	dir := t.TempDir()
+	other := t.TempDir()
+	target := filepath.Join(other, "rel.bin")
+	if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "rel.bin")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := ComputeRelevance(context.Background(), RougeLMetric{}, caps, 5, link, RelevanceOptions{Quiet: true}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("--out's link is now %v (%v), want it kept", fi.Mode(), err)
+	}
+	if _, err := ReadRelevance(target, len(caps), 4); err != nil {
+		t.Errorf("the link's file: %v", err)
+	}
+
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := ComputeRelevance(context.Background(), RougeLMetric{}, caps, 5, sub, RelevanceOptions{Quiet: true})
+	var nre *atomicfile.NotRegularError
+	if !errors.As(err, &nre) || !strings.Contains(err.Error(), "a directory") {
+		t.Errorf("out a directory: %v, want a NotRegularError naming it a directory", err)
+	}
+	for _, p := range []string{sub + ".partial", sub + ".partial.json"} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s written (%v): the refusal must come before any work", p, err)
+		}
+	}
 }

@@ -89,7 +89,11 @@ func PlotCurves(w io.Writer, hist []Record) error {
 		for i, name := range names {
 			pts := make(plotter.XYs, 0, len(hist))
 			for _, r := range hist {
-				pts = append(pts, plotter.XY{X: float64(r.Iter), Y: get[i](r)})
+				// A value that is not finite (an undefined metric, a
+				// diverged loss) has no point on the curve.
+				if y := get[i](r); !math.IsNaN(y) && !math.IsInf(y, 0) {
+					pts = append(pts, plotter.XY{X: float64(r.Iter), Y: y})
+				}
 			}
 			l, sc, err := plotter.NewLinePoints(pts)
 			if err != nil {
@@ -157,10 +161,11 @@ func PlotCurves(w io.Writer, hist []Record) error {
 	return nil
 }
 
-// logOK reports whether every loss is positive, as a log axis needs.
+// logOK reports whether every loss is positive and finite, as a log axis
+// needs.
 func logOK(hist []Record) bool {
 	for _, r := range hist {
-		if !(r.Loss > 0) {
+		if !(r.Loss > 0) || math.IsInf(r.Loss, 1) {
 			return false
 		}
 	}

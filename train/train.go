@@ -135,7 +135,9 @@ type Result struct {
 	Stopped string
 }
 
-// Record is one validation: the curves' data points.
+// Record is one validation: the curves' data points. In JSON (metrics.json,
+// the run state) a number that is not finite is null, with its value and
+// why under "not_finite" (see MarshalJSON).
 type Record struct {
 	Iter      int                `json:"iter"`
 	Epoch     int                `json:"epoch"`

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/xmr-project/xmr/bench"
@@ -20,6 +21,7 @@ import (
 	"github.com/xmr-project/xmr/bench/trainstep"
 	"github.com/xmr-project/xmr/bench/transformer"
 	benchweaviate "github.com/xmr-project/xmr/bench/weaviate"
+	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/tools"
 )
 
@@ -101,6 +103,9 @@ func runBench(ctx context.Context, args []string, f benchFlags, w io.Writer) err
 		}
 		return usageErrorf("unknown benchmark %q (have: %s)", args[0], strings.Join(names, ", "))
 	}
+	if err := checkBenchOutputs(b.Name, args[1:]); err != nil {
+		return err
+	}
 	var results []bench.Result
 	var emitErr error
 	opts := bench.Options{Quick: f.quick, NoPeer: f.noPeer, Python: f.python, Args: args[1:]}
@@ -120,6 +125,42 @@ func runBench(ctx context.Context, args []string, f benchFlags, w io.Writer) err
 		return bench.WriteTable(w, results)
 	}
 	return nil
+}
+
+// benchInputArgs are the key=value arguments of benchmarks that name a
+// file or directory the benchmark reads.
+var benchInputArgs = []string{"world", "checkpoint", "config", "data", "server"}
+
+// benchScratch lists, for each benchmark that takes a dir= scratch
+// directory, what it writes in it (outpath.Output.Writes patterns); a
+// benchmark not listed owns the whole directory.
+var benchScratch = map[string][]string{
+	"search":   {"exhaustive", "paper", "world", "scale"},
+	"serve":    {"world", "index"},
+	"weaviate": {"weaviate", "local.idx"},
+}
+
+// checkBenchOutputs applies checkOutputs to a benchmark's key=value
+// arguments: its dir= scratch directory may not be, lie in, or write over
+// any file or directory that another argument names as an input (world=,
+// checkpoint=, ...), and must be a directory if it exists.
+func checkBenchOutputs(name string, args []string) error {
+	var ins []outpath.Input
+	var out outpath.Output
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			continue
+		}
+		if k == "dir" {
+			out = outpath.Output{Flag: "dir=", Path: v, Kind: outpath.Dir, Writes: benchScratch[name]}
+			continue
+		}
+		if slices.Contains(benchInputArgs, k) {
+			ins = append(ins, outpath.Input{Flag: k + "=", Path: v})
+		}
+	}
+	return checkOutputs(ins, []outpath.Output{out})
 }
 
 // lookupBenchmark finds a benchmark by name.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -89,5 +91,45 @@ func TestHoistFlags(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(rest, c.rest) || js != c.json || py != c.python {
 			t.Errorf("hoistFlags(%q) = %q, json %v, python %q, %v; want %q, %v, %q", c.args, rest, js, py, err, c.rest, c.json, c.python)
 		}
+	}
+}
+
+// TestBenchScratchDir checks which dir= scratch directories a benchmark
+// refuses: one that is, holds as something it writes, or lies inside an
+// input; and not one that merely holds an input it leaves alone.
+func TestBenchScratchDir(t *testing.T) {
+	d := t.TempDir()
+	world := filepath.Join(d, "world")
+	ck := filepath.Join(d, "ck.safetensors")
+	if err := os.Mkdir(world, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ck, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		args    []string
+		refused string // the input it names, "" when accepted
+	}{
+		{"search dir=world", []string{"world=" + world, "checkpoint=" + ck, "dir=" + world}, "world="},
+		{"search dir=checkpoint", []string{"world=" + world, "checkpoint=" + ck, "dir=" + ck}, "checkpoint="},
+		{"search dir inside world", []string{"world=" + world, "checkpoint=" + ck, "dir=" + filepath.Join(world, "scratch")}, "world="},
+		{"search writes dir/world", []string{"world=" + world, "checkpoint=" + ck, "dir=" + d}, "world="},
+		{"serve writes dir/world", []string{"checkpoint=" + ck, "dir=" + d}, ""},
+		{"search dir beside its inputs", []string{"world=" + world, "checkpoint=" + ck, "dir=" + filepath.Join(d, "scratch")}, ""},
+		{"no dir", []string{"world=" + world, "checkpoint=" + ck}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			name, _, _ := strings.Cut(c.name, " ")
+			err := checkBenchOutputs(name, c.args)
+			switch {
+			case c.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case c.refused != "" && (err == nil || !strings.Contains(err.Error(), "dir= ") || !strings.Contains(err.Error(), c.refused+" ")):
+				t.Errorf("got %v, want a refusal naming dir= and %s", err, c.refused)
+			}
+		})
 	}
 }
