@@ -41,7 +41,7 @@ var demoFlags struct {
 // configs/teran-mrsw-demo.yaml (whose comment gives the measurements) so
 // that a fresh demo learns as much on a slow CPU as on a fast one: it
 // trains for a number of iterations, not for a time, and these are few
-// and cheap enough to take minutes on 2 cores of a first-generation Zen.
+// and cheap enough to take minutes on 2 cores.
 const (
 	// demoDim and demoRegions size the world's region features: 128-d
 	// features in 16 region slots (12 to 16 valid regions an image; a
@@ -51,15 +51,14 @@ const (
 	// demoIters is the default number of training iterations.
 	demoIters = 600
 	// demoConfig is the default config, the one demoIters and
-	// demoZen1Seconds are measured for.
+	// demoIterSeconds are measured for.
 	demoConfig = "teran-mrsw-demo"
-	// demoZen1Seconds estimates the seconds a training iteration of
-	// demoConfig takes on the slowest machine the project runs on (2 cores
-	// of a first-generation AMD EPYC), for the time the demo announces:
-	// the previous demo config's measured 1.0 s there times the ratio of
-	// the two configs' CPU time per iteration measured side by side on
-	// another machine, 0.23 (docs/benchmarks.md, "demo").
-	demoZen1Seconds = 0.23
+	// demoIterSeconds is the seconds a training iteration of demoConfig
+	// took on 2 idle cores of an Intel Xeon with AVX-512 (600 iterations
+	// in 3m49s, 2026-11-27; docs/benchmarks.md, "demo"), for the time the
+	// demo announces. Other CPUs take more or less; what is learnt is the
+	// same.
+	demoIterSeconds = 0.382
 )
 
 func init() {
@@ -67,7 +66,7 @@ func init() {
 		name:    "demo",
 		summary: "the whole job on a synthetic world: generate it, train TERAN, evaluate, index, and serve the search page",
 		usage:   "[flags]",
-		examples: `  xmr demo                             # about 3 minutes on 2 cores (estimated for a first-generation Zen), then serves http://127.0.0.1:8080/
+		examples: `  xmr demo                             # about 4 minutes on 2 idle cores of an Intel Xeon, then serves http://127.0.0.1:8080/
   xmr demo --no-serve                  # stop after the evaluation and the index (scripts, CI)
   xmr demo --max-iters 2000            # train longer for better recall (a model of other iterations is trained again)
   xmr demo --time-budget 1m            # stop training after a minute even if iterations remain
@@ -263,9 +262,9 @@ func demoSchedule(iters int, budget time.Duration, config string) string {
 		return "for " + budget.String()
 	case budget > 0:
 		return fmt.Sprintf("for %d iterations or %s", iters, budget)
-	case config == demoConfig && float64(iters)*demoZen1Seconds >= 10:
-		d := time.Duration(float64(iters) * demoZen1Seconds * float64(time.Second))
-		return fmt.Sprintf("for %d iterations (about %s on 2 cores of a first-generation Zen, less on a newer CPU)", iters, d.Round(10*time.Second))
+	case config == demoConfig && float64(iters)*demoIterSeconds >= 10:
+		d := time.Duration(float64(iters) * demoIterSeconds * float64(time.Second))
+		return fmt.Sprintf("for %d iterations (about %s on 2 cores of the Intel Xeon it was measured on; more or less on another CPU)", iters, d.Round(10*time.Second))
 	}
 	return fmt.Sprintf("for %d iterations", iters)
 }
