@@ -80,25 +80,43 @@ type File struct {
 // is replaced and the link is kept (as /dev/stdout, a link, names the file
 // that standard output was redirected to).
 func Create(path string) (*File, error) {
-	dest := path
-	if fi, err := os.Stat(path); err == nil {
-		if !fi.Mode().IsRegular() {
-			if !IsStream(fi) {
-				return nil, fmt.Errorf("write %s: %w", path, &NotRegularError{Path: path, Mode: fi.Mode()})
-			}
-			return openStream(path, fi)
-		}
-		if lfi, err := os.Lstat(path); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
-			if dest, err = filepath.EvalSymlinks(path); err != nil {
-				return nil, fmt.Errorf("write %s: %w", path, err)
-			}
-		}
+	dest, stream, err := destination(path)
+	if err != nil {
+		return nil, err
+	}
+	if stream != nil {
+		return openStream(path, stream)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return &File{path: path, dest: dest, tmp: tmp, w: bufio.NewWriterSize(tmp, 1<<20)}, nil
+}
+
+// destination resolves path by the rules of Create: for a FIFO or a
+// terminal it returns the stream's FileInfo; for any other existing file
+// but a regular one a *NotRegularError; otherwise the file to replace,
+// path itself or, for a symbolic link to a regular file, the file it
+// names.
+func destination(path string) (dest string, stream fs.FileInfo, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return path, nil, nil // a new file (or an error the write will report)
+	}
+	if !fi.Mode().IsRegular() {
+		if !IsStream(fi) {
+			return "", nil, fmt.Errorf("write %s: %w", path, &NotRegularError{Path: path, Mode: fi.Mode()})
+		}
+		return path, fi, nil
+	}
+	if lfi, err := os.Lstat(path); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+		if dest, err = filepath.EvalSymlinks(path); err != nil {
+			return "", nil, fmt.Errorf("write %s: %w", path, err)
+		}
+		return dest, nil, nil
+	}
+	return path, nil, nil
 }
 
 // openStream opens the FIFO or terminal path for writing, without waiting

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -20,19 +19,12 @@ import (
 // system), and otherwise copied atomically beside the destination and
 // removed; the directory is synced after.
 func Publish(tmp, path string) error {
-	dest := path
-	if fi, err := os.Stat(path); err == nil {
-		if !fi.Mode().IsRegular() {
-			if !IsStream(fi) {
-				return fmt.Errorf("write %s: %w", path, &NotRegularError{Path: path, Mode: fi.Mode()})
-			}
-			return copyOver(tmp, path)
-		}
-		if lfi, err := os.Lstat(path); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
-			if dest, err = filepath.EvalSymlinks(path); err != nil {
-				return fmt.Errorf("write %s: %w", path, err)
-			}
-		}
+	dest, stream, err := destination(path)
+	if err != nil {
+		return err
+	}
+	if stream != nil {
+		return copyOver(tmp, path)
 	}
 	if err := os.Rename(tmp, dest); err != nil {
 		if errors.Is(err, syscall.EXDEV) {
