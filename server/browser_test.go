@@ -126,20 +126,7 @@ func TestBrowser(t *testing.T) {
 		}
 		t.Logf("screenshot %s", filepath.Join(shots, name))
 	}
-	eval := func(js string) any {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return v
-	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v\npage errors: %q", what, err, errs())
-		}
-	}
+	eval, do := pageActions(t, ctx, errs)
 
 	q := f.captions[20].Text
 	do("type a query",
@@ -259,4 +246,25 @@ func checkOverlay(t *testing.T, eval func(string) any, sentence string) {
 // jsString quotes s as a JavaScript string.
 func jsString(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
+}
+
+// pageActions returns a browser test's two helpers: eval runs JavaScript
+// in the page and returns its value, do runs steps named what; each fails
+// the test on an error, do with the page's errors so far (errs).
+func pageActions(t *testing.T, ctx context.Context, errs func() []string) (eval func(js string) any, do func(what string, steps ...chromedp.Action[chromedp.Void])) {
+	eval = func(js string) any {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	do = func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v\npage errors: %q", what, err, errs())
+		}
+	}
+	return eval, do
 }

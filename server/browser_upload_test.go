@@ -42,20 +42,7 @@ func TestBrowserUpload(t *testing.T) {
 	notImage := write("notes.jpg", []byte("hello, not an image"))
 	big := write("big.png", bytes.Repeat([]byte("PNG"), limit))
 
-	eval := func(js string) any {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return v
-	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v\npage errors: %q", what, err, errs())
-		}
-	}
+	eval, do := pageActions(t, ctx, errs)
 
 	do("upload a photo",
 		chromedp.Navigate(ts.URL),
