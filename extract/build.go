@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/data"
@@ -317,53 +316,17 @@ func partValid(path, ident string, maxBoxes int, split string, c int, ids []stri
 func extractChunk(ctx context.Context, e *Extractor, out string, s *SplitSpec, c int, o BuildOptions, bar *progress.Bar) (int, error) {
 	size := o.chunk()
 	lo, hi := c*size, min((c+1)*size, len(s.Items))
+	feats, skipped, err := extractEach(ctx, e, s.Items[lo:hi], o.workers(), o.Limits, bar)
+	if err != nil {
+		return 0, err
+	}
 	imgs := make([]partImage, hi-lo)
-	jobs := make(chan int)
-	errs := make([]error, o.workers())
-	var wg sync.WaitGroup
-	for w := range o.workers() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if errs[w] != nil {
-					continue
-				}
-				it := s.Items[lo+i]
-				pic, err := LoadFile(it.Path, o.Limits)
-				if err != nil {
-					slog.Warn("extract: skipping an unreadable image", "split", s.Name, "file", it.Path, "err", err)
-					imgs[i] = partImage{Err: err.Error()}
-					bar.Add(1)
-					continue
-				}
-				f, err := e.Run(ctx, pic)
-				if err != nil {
-					errs[w] = fmt.Errorf("extract %s: %w", it.Path, err)
-					continue
-				}
-				imgs[i] = partImage{Regions: f.Regions, Boxes: f.Boxes, Global: f.Global, Width: f.Width, Height: f.Height}
-				bar.Add(1)
-			}
-		}()
-	}
-feed:
-	for i := range imgs {
-		select {
-		case jobs <- i:
-		case <-ctx.Done():
-			break feed
+	for i, f := range feats {
+		if f == nil {
+			imgs[i] = partImage{Err: skipped[i]}
+			continue
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("extract: %w", err)
-	}
-	for _, err := range errs {
-		if err != nil {
-			return 0, err
-		}
+		imgs[i] = partImage{Regions: f.Regions, Boxes: f.Boxes, Global: f.Global, Width: f.Width, Height: f.Height}
 	}
 	p := &part{Format: partFormat, Identity: e.Identity().Marshal(), MaxBoxes: e.MaxBoxes(), Split: s.Name, Chunk: c, IDs: chunkIDs(s, c, size), Images: imgs}
 	path := partPath(out, s.Name, c)

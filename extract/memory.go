@@ -16,61 +16,14 @@ import (
 // skipped. Errors of the detector, and ctx's, stop it.
 func Collect(ctx context.Context, e *Extractor, items []Item, workers int, lim Limits, showProgress bool) ([]*Features, []Item, []Skip, error) {
 	workers = cmpOr(workers, 2)
-	feats := make([]*Features, len(items))
-	errs := make([]string, len(items))
 	var bar *progress.Bar
 	if showProgress {
 		bar = progress.New("extract", int64(len(items)), "images")
 	}
 	defer bar.Finish()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan int)
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				pic, err := LoadFile(items[i].Path, lim)
-				if err != nil {
-					slog.Warn("extract: skipping an unreadable image", "file", items[i].Path, "err", err)
-					errs[i] = err.Error()
-					bar.Add(1)
-					continue
-				}
-				f, err := e.Run(ctx, pic)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("extract %s: %w", items[i].Path, err)
-					}
-					mu.Unlock()
-					cancel()
-					continue
-				}
-				feats[i] = f
-				bar.Add(1)
-			}
-		}()
-	}
-feed:
-	for i := range items {
-		select {
-		case jobs <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, nil, nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("extract: %w", err)
+	feats, errs, err := extractEach(ctx, e, items, workers, lim, bar)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	var out []*Features
 	var kept []Item
@@ -114,4 +67,64 @@ func PackGlobal(fs []*Features, d int) *data.Regions {
 		g.Count[i] = 1
 	}
 	return g
+}
+
+// extractEach loads and extracts every item with workers goroutines
+// (their features in order, nil for an image it could not read, whose
+// reason is in skipped). An unreadable image is logged and skipped; the
+// first error of the detector stops the others and is returned, as is
+// ctx's error once it is cancelled. bar, if not nil, counts the images.
+func extractEach(ctx context.Context, e *Extractor, items []Item, workers int, lim Limits, bar *progress.Bar) (feats []*Features, skipped []string, err error) {
+	feats = make([]*Features, len(items))
+	skipped = make([]string, len(items))
+	run, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				pic, err := LoadFile(items[i].Path, lim)
+				if err != nil {
+					slog.Warn("extract: skipping an unreadable image", "file", items[i].Path, "err", err)
+					skipped[i] = err.Error()
+					bar.Add(1)
+					continue
+				}
+				f, err := e.Run(run, pic)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("extract %s: %w", items[i].Path, err)
+					}
+					mu.Unlock()
+					cancel()
+					continue
+				}
+				feats[i] = f
+				bar.Add(1)
+			}
+		}()
+	}
+feed:
+	for i := range items {
+		select {
+		case jobs <- i:
+		case <-run.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("extract: %w", err)
+	}
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	return feats, skipped, nil
 }
