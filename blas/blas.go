@@ -74,10 +74,17 @@ func Use(impl Impl) Impl {
 func Describe() string {
 	impl := Current()
 	if ob, ok := impl.(*OpenBLAS); ok {
-		if ob.Split() > 1 {
-			return fmt.Sprintf("openblas (%s, one thread per call, large products split over %d goroutines)", ob.Path, ob.Split())
+		kernels := ""
+		if ob.Core != "" {
+			kernels = ", " + ob.Core + " kernels"
+			if ob.CoreNote != "" {
+				kernels += " (" + ob.CoreNote + ")"
+			}
 		}
-		return fmt.Sprintf("openblas (%s, %d threads)", ob.Path, ob.Threads())
+		if ob.Split() > 1 {
+			return fmt.Sprintf("openblas (%s%s, one thread per call, large products split over %d goroutines)", ob.Path, kernels, ob.Split())
+		}
+		return fmt.Sprintf("openblas (%s%s, %d threads)", ob.Path, kernels, ob.Threads())
 	}
 	if loadErr != nil {
 		return fmt.Sprintf("%s (OpenBLAS not used: %v)", impl.Name(), loadErr)
@@ -110,4 +117,27 @@ func checkMat(name string, trans bool, r, c int, x []float32, ld int) {
 	if ld < cols || len(x) < (rows-1)*ld+cols {
 		panic(fmt.Sprintf("blas: matrix %s: %dx%d with stride %d needs %d elements, have %d", name, rows, cols, ld, (rows-1)*ld+cols, len(x)))
 	}
+}
+
+// SgemmSerial is Sgemm computed as one call on the calling goroutine: it is
+// never split across goroutines. Callers that already run many products in
+// parallel (one block of rows each) use it so that the blocks do not split
+// again.
+func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	checkMat("A", transA, m, k, a, lda)
+	checkMat("B", transB, k, n, b, ldb)
+	checkMat("C", false, m, n, c, ldc)
+	impl := Current()
+	if ob, ok := impl.(*OpenBLAS); ok {
+		if k == 0 {
+			scaleC(m, n, beta, c, ldc)
+			return
+		}
+		ob.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	impl.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }

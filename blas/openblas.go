@@ -47,6 +47,14 @@ type OpenBLAS struct {
 	sgemm      func(order, transA, transB, m, n, k int32, alpha float32, a *float32, lda int32, b *float32, ldb int32, beta float32, c *float32, ldc int32)
 	setThreads func(n int32)
 	getThreads func() int32
+	corename   func() string
+
+	// Core names the kernels OpenBLAS runs (openblas_get_corename, e.g.
+	// "SkylakeX", "Haswell", "Zen"; "" when the library does not say).
+	Core string
+	// CoreNote says why those kernels run when it was not the library's own
+	// choice (see fixCore), or is empty.
+	CoreNote string
 }
 
 // LoadOpenBLAS opens OpenBLAS and resolves cblas_sgemm. It fails with an
@@ -67,6 +75,7 @@ func LoadOpenBLAS() (*OpenBLAS, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
+		ob.fixCore(h)
 		ob.native = ob.Threads()
 		ob.split.Store(1)
 		if os.Getenv("OPENBLAS_NUM_THREADS") == "" && os.Getenv("OMP_NUM_THREADS") == "" && ob.setThreads != nil && runtime.GOMAXPROCS(0) > 1 {
@@ -89,6 +98,9 @@ func (ob *OpenBLAS) resolve(h uintptr) (err error) {
 	}
 	if s, err := purego.Dlsym(h, "openblas_get_num_threads"); err == nil {
 		purego.RegisterFunc(&ob.getThreads, s)
+	}
+	if s, err := purego.Dlsym(h, "openblas_get_corename"); err == nil {
+		purego.RegisterFunc(&ob.corename, s)
 	}
 	return nil
 }

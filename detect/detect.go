@@ -88,6 +88,23 @@ type FeatureMap struct {
 type Output struct {
 	Detections []Detection  // best first
 	Maps       []FeatureMap // as listed in Maps (or selected by RunOptions.Maps), finest first
+
+	g *graph // the maps' memory returns to it on Release
+}
+
+// Release hands the memory of the maps back to the detector, whose next
+// runs reuse it instead of allocating (megabytes an image); the maps must
+// not be used after it. Calling it is optional: without it the memory is
+// garbage-collected.
+func (o *Output) Release() {
+	if o == nil || o.g == nil {
+		return
+	}
+	for i := range o.Maps {
+		o.g.recycle(o.Maps[i].Data)
+		o.Maps[i].Data = nil
+	}
+	o.g = nil
 }
 
 // RunOptions controls detection decoding.
@@ -213,7 +230,8 @@ func (d *Detector) Run(ctx context.Context, rgb []float32, opt RunOptions) (*Out
 			cands[i].Box[k] = min(max(cands[i].Box[k], 0), InputSize)
 		}
 	}
-	out := &Output{Detections: nms(cands, iou, maxDet)}
+	d.g.recycle(vals[nodeKeypoints], vals[nodeWH]) // decoded: no longer needed
+	out := &Output{Detections: nms(cands, iou, maxDet), g: d.g}
 	for _, s := range Maps {
 		if data, ok := vals[s.Node]; ok && wantMap[s.Node] {
 			n := InputSize / s.Stride

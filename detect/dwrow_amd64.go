@@ -25,3 +25,28 @@ func dwRow(o, x, w []float32, n, C, xstep int) {
 	}
 	dwRowGo(o, x, w, n, C, xstep)
 }
+
+//go:noescape
+func dwInt4FMA(o, x, w *float32, groups, c8, k, xstep, rowstride, C int)
+
+// dwInterior is dwInteriorGo, with AVX2 and FMA for the channels up to a
+// multiple of 8 where the CPU has them.
+func dwInterior(o, x, w []float32, groups, C, k, xstep, rowstride int) {
+	if groups <= 0 {
+		return
+	}
+	// The slices must hold what the kernel touches.
+	_ = o[4*groups*C-1]
+	_ = x[(4*groups-1)*xstep+(k-1)*rowstride+k*C-1]
+	_ = w[k*k*C-1]
+	c8 := 0
+	if hasFMA {
+		c8 = C &^ 7
+	}
+	if c8 > 0 {
+		dwInt4FMA(&o[0], &x[0], &w[0], groups, c8, k, xstep, rowstride, C)
+	}
+	if c8 < C {
+		dwInteriorGo(o, x, w, groups, C, k, xstep, rowstride, c8)
+	}
+}

@@ -8,3 +8,10 @@ func dwRow(o, x, w []float32, n, C, xstep int) {
 	}
 	dwRowGo(o, x, w, n, C, xstep)
 }
+
+func dwInterior(o, x, w []float32, groups, C, k, xstep, rowstride int) {
+	if groups <= 0 {
+		return
+	}
+	dwInteriorGo(o, x, w, groups, C, k, xstep, rowstride, 0)
+}

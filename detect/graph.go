@@ -38,27 +38,6 @@ type act struct {
 	mul  float32 // hswish: the scale (1/6 as stored)
 }
 
-func (a act) apply(x []float32) {
-	switch a.kind {
-	case "relu":
-		for i, v := range x {
-			x[i] = max(v, 0)
-		}
-	case "relu6":
-		for i, v := range x {
-			x[i] = min(max(v, 0), 6)
-		}
-	case "sigmoid":
-		for i, v := range x {
-			x[i] = sigmoid(v)
-		}
-	case "hswish":
-		for i, v := range x {
-			x[i] = (a.mul * v) * min(max(v+a.add, 0), 6)
-		}
-	}
-}
-
 // step is one compiled node.
 type step struct {
 	name string
@@ -255,7 +234,7 @@ func fuseHardSwish(m *tfjs.Model, byName map[string]*gnode) {
 
 var convOps = map[string]bool{"_FusedConv2D": true, "Conv2D": true, "DepthwiseConv2dNative": true, "FusedDepthwiseConv2dNative": true}
 
-// fuseActivations folds a Relu, Relu6 or hard-swish into the convolution it
+// fuseActivations folds a Relu, Relu6, Sigmoid or hard-swish into the convolution it
 // follows when that convolution has no other reader. The fused node takes the
 // activation's name.
 func fuseActivations(byName map[string]*gnode, consumers map[string]int) {
@@ -266,6 +245,8 @@ func fuseActivations(byName map[string]*gnode, consumers map[string]int) {
 			a = act{kind: "relu"}
 		case "Relu6":
 			a = act{kind: "relu6"}
+		case "Sigmoid":
+			a = act{kind: "sigmoid"}
 		case "_HardSwish":
 			a = n.fused
 		default:
@@ -346,6 +327,21 @@ func (g *graph) run(ctx context.Context, input []float32, want func(name string)
 		}
 	}
 	return out, nil
+}
+
+// recycle hands buffers that run returned back to the arenas, for later
+// runs.
+func (g *graph) recycle(bufs ...[]float32) {
+	ar, _ := g.pool.Get().(*arena)
+	if ar == nil {
+		ar = &arena{free: make(map[int][][]float32)}
+	}
+	for _, b := range bufs {
+		if b != nil {
+			ar.put(b)
+		}
+	}
+	g.pool.Put(ar)
 }
 
 // arena recycles activation buffers between steps and between runs.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/xmr-project/xmr/blas"
 	"github.com/xmr-project/xmr/tfjs"
@@ -99,8 +100,7 @@ func (g *graph) add(n *gnode, m *tfjs.Model, inputShape shape) error {
 		g.addStep(n, ins, inShapes[0], func(in [][]float32, out []float32) {
 			parallel(len(out)/256+1, func(lo, hi int) {
 				lo, hi = lo*256, min(hi*256, len(out))
-				copy(out[lo:hi], in[0][lo:hi])
-				a.apply(out[lo:hi])
+				biasAct(out[lo:hi], in[0][lo:hi], nil, hi-lo, a)
 			})
 		})
 		return nil
@@ -271,89 +271,147 @@ type conv struct {
 
 // epilogue adds the bias and applies the activation to rows [lo, hi) of out.
 func (c *conv) epilogue(out []float32, lo, hi int) {
-	if c.bias != nil {
-		for p := lo; p < hi; p++ {
-			row := out[p*c.cout : (p+1)*c.cout]
-			for j, b := range c.bias[:len(row)] {
-				row[j] += b
-			}
-		}
-	}
-	c.act.apply(out[lo*c.cout : hi*c.cout])
+	o := out[lo*c.cout : hi*c.cout]
+	biasAct(o, o, c.bias, c.cout, c.act)
 }
 
+// gemmBlockFloats is the working set (im2col rows plus output rows, in
+// floats) of one block of a convolution computed as a matrix product: small
+// enough that the block's output is still in the core's cache when its
+// epilogue runs.
+const gemmBlockFloats = 32 << 10
+
 // gemm computes a full convolution as a matrix product: directly for a 1x1
-// kernel with stride 1, through im2col otherwise.
+// kernel with stride 1, through im2col otherwise. The output pixels are cut
+// into blocks of rows, each computed start to end (im2col, product, bias
+// and activation) by one goroutine while it is in cache.
 func (c *conv) gemm(in [][]float32, out []float32) {
 	x := in[0]
 	m := c.oh * c.ow
 	kk := c.k * c.k * c.cin
-	a := x
-	if c.k != 1 || c.stride != 1 || c.padT != 0 || c.padL != 0 {
-		a = make([]float32, m*kk)
-		parallel(c.oh, func(lo, hi int) {
-			for oy := lo; oy < hi; oy++ {
-				for ox := 0; ox < c.ow; ox++ {
-					dst := a[(oy*c.ow+ox)*kk:]
-					for ky := 0; ky < c.k; ky++ {
-						iy := oy*c.stride + ky - c.padT
-						for kx := 0; kx < c.k; kx++ {
-							ix := ox*c.stride + kx - c.padL
-							d := dst[(ky*c.k+kx)*c.cin : (ky*c.k+kx+1)*c.cin]
-							if iy < 0 || iy >= c.h || ix < 0 || ix >= c.w {
-								clear(d)
-								continue
-							}
-							copy(d, x[(iy*c.w+ix)*c.cin:])
-						}
-					}
-				}
+	direct := c.k == 1 && c.stride == 1 && c.padT == 0 && c.padL == 0
+	rows := min(m, max(16, gemmBlockFloats/(kk+c.cout)))
+	blocks := (m + rows - 1) / rows
+	parallel(blocks, func(b0, b1 int) {
+		var scratch *[]float32
+		if !direct {
+			scratch = getScratch(rows * kk)
+			defer scratchPool.Put(scratch)
+		}
+		for b := b0; b < b1; b++ {
+			lo, hi := b*rows, min((b+1)*rows, m)
+			var a []float32
+			if direct {
+				a = x[lo*kk:]
+			} else {
+				a = (*scratch)[:(hi-lo)*kk]
+				c.im2col(x, a, lo, hi)
 			}
-		})
-	}
-	blas.Sgemm(false, false, m, c.cout, kk, 1, a, kk, c.filter, c.cout, 0, out, c.cout)
-	parallel(m/64+1, func(lo, hi int) {
-		c.epilogue(out, lo*64, min(hi*64, m))
+			blas.SgemmSerial(false, false, hi-lo, c.cout, kk, 1, a, kk, c.filter, c.cout, 0, out[lo*c.cout:], c.cout)
+			c.epilogue(out, lo, hi)
+		}
 	})
 }
 
+// im2col writes the input patches of output pixels [lo, hi) (in raster
+// order) to dst, one row of k*k*cin values per pixel.
+func (c *conv) im2col(x, dst []float32, lo, hi int) {
+	kk := c.k * c.k * c.cin
+	for p := lo; p < hi; p++ {
+		oy, ox := p/c.ow, p%c.ow
+		row := dst[(p-lo)*kk : (p-lo+1)*kk]
+		for ky := 0; ky < c.k; ky++ {
+			iy := oy*c.stride + ky - c.padT
+			for kx := 0; kx < c.k; kx++ {
+				ix := ox*c.stride + kx - c.padL
+				d := row[(ky*c.k+kx)*c.cin : (ky*c.k+kx+1)*c.cin]
+				if iy < 0 || iy >= c.h || ix < 0 || ix >= c.w {
+					clear(d)
+					continue
+				}
+				copy(d, x[(iy*c.w+ix)*c.cin:])
+			}
+		}
+	}
+}
+
+// scratchPool holds im2col buffers between blocks and runs.
+var scratchPool sync.Pool
+
+func getScratch(n int) *[]float32 {
+	if s, ok := scratchPool.Get().(*[]float32); ok && cap(*s) >= n {
+		*s = (*s)[:n]
+		return s
+	}
+	s := make([]float32, n)
+	return &s
+}
+
 // depthwise computes a depthwise convolution with channel multiplier 1, one
-// output row at a time: for each kernel tap, the run of output pixels whose
-// input pixel is inside the image is accumulated by dwRow.
+// output row at a time. The row's interior pixels (every tap inside the
+// image) go through dwInterior, four pixels at a time with all taps summed
+// in registers; the others accumulate tap by tap: for each kernel tap, the
+// run of output pixels whose input pixel is inside the image is added by
+// dwRow.
 func (c *conv) depthwise(in [][]float32, out []float32) {
 	x := in[0]
 	C, s := c.cin, c.stride
+	// Interior columns: ox*s - padL >= 0 and ox*s - padL + k - 1 < w.
+	ia := (c.padL + s - 1) / s
+	ib := 0
+	if last := c.w - c.k + c.padL; last >= 0 {
+		ib = min(c.ow, last/s+1)
+	}
 	parallel(c.oh, func(lo, hi int) {
 		for oy := lo; oy < hi; oy++ {
 			orow := out[oy*c.ow*C : (oy+1)*c.ow*C]
-			clear(orow)
-			for ky := 0; ky < c.k; ky++ {
-				iy := oy*s + ky - c.padT
-				if iy < 0 || iy >= c.h {
-					continue
-				}
-				for kx := 0; kx < c.k; kx++ {
-					// ox*s + kx - padL must lie in [0, w).
-					oxLo := 0
-					if d := c.padL - kx; d > 0 {
-						oxLo = (d + s - 1) / s
-					}
-					last := c.w - 1 + c.padL - kx
-					if last < 0 {
-						continue
-					}
-					oxHi := min(c.ow, last/s+1)
-					if oxLo >= oxHi {
-						continue
-					}
-					ix := oxLo*s + kx - c.padL
-					wk := c.filter[(ky*c.k+kx)*C : (ky*c.k+kx+1)*C]
-					dwRow(orow[oxLo*C:], x[(iy*c.w+ix)*C:], wk, oxHi-oxLo, C, s*C)
-				}
+			iy0 := oy*s - c.padT
+			if iy0 >= 0 && iy0+c.k <= c.h && ib-ia >= 4 {
+				groups := (ib - ia) / 4
+				b := ia + 4*groups
+				dwInterior(orow[ia*C:], x[(iy0*c.w+ia*s-c.padL)*C:], c.filter, groups, C, c.k, s*C, c.w*C)
+				c.dwTaps(orow, x, oy, 0, ia)
+				c.dwTaps(orow, x, oy, b, c.ow)
+			} else {
+				c.dwTaps(orow, x, oy, 0, c.ow)
 			}
 			c.epilogue(out, oy*c.ow, (oy+1)*c.ow)
 		}
 	})
+}
+
+// dwTaps computes output pixels [lo, hi) of row oy of a depthwise
+// convolution tap by tap.
+func (c *conv) dwTaps(orow, x []float32, oy, lo, hi int) {
+	if lo >= hi {
+		return
+	}
+	C, s := c.cin, c.stride
+	clear(orow[lo*C : hi*C])
+	for ky := 0; ky < c.k; ky++ {
+		iy := oy*s + ky - c.padT
+		if iy < 0 || iy >= c.h {
+			continue
+		}
+		for kx := 0; kx < c.k; kx++ {
+			// ox*s + kx - padL must lie in [0, w).
+			oxLo := lo
+			if d := c.padL - kx; d > 0 {
+				oxLo = max(oxLo, (d+s-1)/s)
+			}
+			last := c.w - 1 + c.padL - kx
+			if last < 0 {
+				continue
+			}
+			oxHi := min(hi, last/s+1)
+			if oxLo >= oxHi {
+				continue
+			}
+			ix := oxLo*s + kx - c.padL
+			wk := c.filter[(ky*c.k+kx)*C : (ky*c.k+kx+1)*C]
+			dwRow(orow[oxLo*C:], x[(iy*c.w+ix)*C:], wk, oxHi-oxLo, C, s*C)
+		}
+	}
 }
 
 // addBinary compiles Add, Mul or Sub with TF broadcasting of a scalar or a
@@ -427,17 +485,18 @@ func (g *graph) addBinary(n *gnode, ins []int, inShapes []shape) error {
 						o[i] = x[i] + sign*v
 					}
 				}
+			case op == "Mul":
+				scaleCols(o, x, Y[:C], C)
+			case op == "Add":
+				biasAct(o, x, Y[:C], C, act{})
 			default:
 				y := Y[:C]
 				for p := 0; p+C <= len(o); p += C {
 					oo, xx := o[p:p+C], x[p:p+C]
 					for j := range oo {
-						switch {
-						case op == "Mul":
-							oo[j] = xx[j] * y[j]
-						case swap:
+						if swap {
 							oo[j] = y[j] + sign*xx[j]
-						default:
+						} else {
 							oo[j] = xx[j] + sign*y[j]
 						}
 					}

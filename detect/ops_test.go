@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -362,4 +363,45 @@ func TestBinaryBroadcast(t *testing.T) {
 	}
 	closeTo(t, "v-((s-x)-v)", got["d"], wantD)
 	closeTo(t, "(e+x)-e", got["y"], wantY)
+}
+
+// TestDepthwiseAgainstDefinition runs depthwise convolutions of every kind
+// the network has (3x3 and 5x5, stride 1 and 2, SAME and VALID) over widths
+// with and without interior runs of four pixels and channel counts with
+// every tail, so that the interior kernel, the tap-by-tap borders and their
+// seams are all compared with the definition.
+func TestDepthwiseAgainstDefinition(t *testing.T) {
+	for _, k := range []int{3, 5} {
+		for _, stride := range []int{1, 2} {
+			for _, pad := range []string{"SAME", "VALID"} {
+				for _, hw := range [][2]int{{6, 5}, {7, 13}, {9, 22}} {
+					for _, C := range []int{1, 4, 8, 16, 18, 24, 40} {
+						h, w := hw[0], hw[1]
+						if pad == "VALID" && (h < k || w < k) {
+							continue
+						}
+						name := fmt.Sprintf("k%d/s%d/%s/%dx%d/C%d", k, stride, pad, h, w, C)
+						g := newTG()
+						g.node("x", "Placeholder", nil, nil)
+						f := g.constant("f", []int{k, k, C, 1}, nil)
+						g.node("d", "DepthwiseConv2dNative", []string{"x", "f"}, convAttr(stride, pad))
+						cg, err := compile(g.m, shape{1, h, w, C}, []string{"d"})
+						if err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						x := make([]float32, h*w*C)
+						for i := range x {
+							x[i] = float32(g.rng.NormFloat64())
+						}
+						got, err := cg.run(context.Background(), x, func(string) bool { return true })
+						if err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						want, _, _ := naiveConv(x, h, w, C, f, k, C, stride, pad == "SAME", true)
+						closeTo(t, name, got["d"], want)
+					}
+				}
+			}
+		}
+	}
 }

@@ -170,6 +170,7 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer out.Release() // the maps are pooled into f below and not kept
 	if len(out.Maps) != len(e.info) {
 		return nil, fmt.Errorf("extractor: the detector returned %d maps, its MapInfo says %d", len(out.Maps), len(e.info))
 	}

@@ -12,6 +12,7 @@ reproduced with an explicit (possibly asymmetric) pad.
 Usage:
   peer_centernet.py --model DIR --iters N [--threads 2]
       [--input X.f32 --dump Y.f32]   # keypoints of one input, for checking
+      [--barrier DIR --procs P]      # P copies at once start timing together
 
 Prints one JSON line: torch version, threads, images, seconds (wall) and
 cpu_seconds (the process's user+system time, all threads).
@@ -204,6 +205,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--input")
     ap.add_argument("--dump")
+    ap.add_argument("--barrier", help="folder where N processes meet after their warm-up (with --procs)")
+    ap.add_argument("--procs", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     m, weights = load(a.model)
@@ -218,12 +221,20 @@ def main():
             kp.astype("<f4").tofile(a.dump)
         x = torch.rand(1, 512, 512, 3) * 255
         net(x)  # warm-up
+        if a.barrier:
+            # Several copies run at once (one image each at a time): start
+            # timing together, after every copy has loaded and warmed up.
+            open(os.path.join(a.barrier, str(os.getpid())), "w").close()
+            while len(os.listdir(a.barrier)) < a.procs:
+                time.sleep(0.005)
+        start = time.time()
         t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(a.iters):
             net(x)
         s, cpu = time.perf_counter() - t0, time.process_time() - c0
+        end = time.time()
     print(json.dumps({"version": torch.__version__, "threads": torch.get_num_threads(), "images": a.iters,
-                      "seconds": s, "cpu_seconds": cpu}))
+                      "seconds": s, "cpu_seconds": cpu, "start": start, "end": end}))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ type peerResult struct {
 	CPU     float64 `json:"cpu_seconds"`
 	Backend string  `json:"backend"`
 	TFJS    string  `json:"tfjs"`
+	Start   float64 `json:"start"` // Unix time the timed images began
+	End     float64 `json:"end"`
 }
 
 func run(ctx context.Context, opts bench.Options) error {
@@ -80,20 +82,31 @@ func run(ctx context.Context, opts bench.Options) error {
 			return err
 		}
 		t := time.Now()
-		if _, err := d.Run(ctx, img, runOpts); err != nil {
+		out, err := d.Run(ctx, img, runOpts)
+		if err != nil {
 			return fmt.Errorf("extract: %w", err)
 		}
+		out.Release() // as xmr extract does once it has pooled the regions
 		times = append(times, time.Since(t).Seconds())
 	}
 	wall, cpu := time.Since(t0).Seconds(), bench.CPUSeconds()-c0
 	ips := float64(iters) / wall
-	note := fmt.Sprintf("%d images 512x512, detections + 4 feature maps; GOMAXPROCS=%d, %s; median %.0f ms/image, CPU %.0f ms/image",
+	note := fmt.Sprintf("%d images 512x512, one at a time, detections + 4 feature maps; GOMAXPROCS=%d, %s; median %.0f ms/image, CPU %.0f ms/image",
 		iters, runtime.GOMAXPROCS(0), blas.Describe(), bench.Median(times)*1e3, cpu/float64(iters)*1e3)
+	workers := runtime.GOMAXPROCS(0)
+	pips, pcpu, err := concurrent(ctx, d, img, runOpts, iters, workers)
+	if err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	pnote := fmt.Sprintf("%d images 512x512, %d at a time (as xmr extract --workers %d runs them); CPU %.0f ms/image", iters, workers, workers, pcpu*1e3)
 
 	r := bench.Result{Name: "extract", Metric: "detector throughput", Value: ips, Unit: "images/s", Note: note}
+	rp := bench.Result{Name: "extract", Metric: fmt.Sprintf("detector throughput, %d images at a time", workers), Value: pips, Unit: "images/s", Note: pnote}
 	if opts.NoPeer {
 		r.Note += "; peers skipped (--no-peer)"
+		rp.Note += "; peers skipped (--no-peer)"
 		opts.Emit(r)
+		opts.Emit(rp)
 		return nil
 	}
 	work, cleanup, err := bench.WorkDir("", "xmr-bench-extract-*")
@@ -113,6 +126,16 @@ func run(ctx context.Context, opts bench.Options) error {
 			c := bench.Result{Name: "extract", Metric: "detector CPU time", Value: cpu / float64(iters) * 1e3, Unit: "ms/image",
 				Note: "user+system time of the process per image, all threads (unaffected by time spent waiting for a CPU)"}
 			opts.Emit(c.WithPeer("pytorch-"+p.Version, p.CPU/float64(p.Images)*1e3, false))
+		}
+		// Several images at once: the peer as that many single-threaded
+		// processes, the way to run PyTorch for throughput on a CPU.
+		if pp, err := runTorchProcs(ctx, opts, dir, iters, workers); err != nil {
+			rp.Note += "; PyTorch peer skipped: " + err.Error()
+			opts.Emit(rp)
+		} else {
+			rr := rp.WithPeer("pytorch-"+pp.Version, float64(pp.Images)/pp.Seconds, true)
+			rr.Note += fmt.Sprintf("; peer: %d processes of 1 thread, timed together", workers)
+			opts.Emit(rr)
 		}
 	}
 	// TF.js.
@@ -168,6 +191,91 @@ func runTorch(ctx context.Context, opts bench.Options, d *detect.Detector, dir, 
 		return nil, 0, fmt.Errorf("the peer computes a different heatmap (max|diff|/max %.1e)", agree)
 	}
 	return &p, agree, nil
+}
+
+// concurrent runs iters images through d, workers at a time, and returns
+// the throughput (images/s) and the CPU time per image (seconds).
+func concurrent(ctx context.Context, d *detect.Detector, img []float32, o detect.RunOptions, iters, workers int) (float64, float64, error) {
+	next := make(chan struct{}, iters)
+	for range iters {
+		next <- struct{}{}
+	}
+	close(next)
+	errs := make(chan error, workers)
+	t0, c0 := time.Now(), bench.CPUSeconds()
+	for range workers {
+		go func() {
+			for range next {
+				if err := ctx.Err(); err != nil {
+					errs <- err
+					return
+				}
+				out, err := d.Run(ctx, img, o)
+				if err != nil {
+					errs <- err
+					return
+				}
+				out.Release()
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return 0, 0, first
+	}
+	return float64(iters) / time.Since(t0).Seconds(), (bench.CPUSeconds() - c0) / float64(iters), nil
+}
+
+// runTorchProcs runs procs copies of the PyTorch peer at once, one thread
+// each, which start timing together after their warm-ups; the result's
+// Images is their total and Seconds the span from the first start to the
+// last end.
+func runTorchProcs(ctx context.Context, opts bench.Options, dir string, iters, procs int) (*peerResult, error) {
+	barrier, err := os.MkdirTemp("", "xmr-bench-barrier-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(barrier)
+	each := max(iters/procs, 1)
+	outs := make([]*peerResult, procs)
+	errs := make(chan error, procs)
+	for i := range procs {
+		go func() {
+			out, err := bench.RunPeer(ctx, opts, "peer_centernet.py", []string{"torch", "numpy"},
+				"--model", dir, "--iters", fmt.Sprint(each), "--threads", "1", "--barrier", barrier, "--procs", fmt.Sprint(procs))
+			if err == nil {
+				var p peerResult
+				if err = json.Unmarshal(lastLine(out), &p); err == nil && (p.Seconds <= 0 || p.End <= p.Start) {
+					err = fmt.Errorf("peer output %q has no timing", out)
+				}
+				outs[i] = &p
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range procs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return nil, first
+	}
+	sum := &peerResult{Version: outs[0].Version, Threads: 1, Start: outs[0].Start, End: outs[0].End}
+	for _, p := range outs {
+		sum.Images += p.Images
+		sum.CPU += p.CPU
+		sum.Start, sum.End = math.Min(sum.Start, p.Start), math.Max(sum.End, p.End)
+	}
+	sum.Seconds = sum.End - sum.Start
+	return sum, nil
 }
 
 // runTFJS times tools/centernet_tfjs.js when node and the npm package are there.

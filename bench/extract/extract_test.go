@@ -24,8 +24,17 @@ func TestRunQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 1 || rs[0].Unit != "images/s" || rs[0].Value <= 0 || !strings.Contains(rs[0].Note, "--no-peer") {
-		t.Fatalf("results %+v", rs)
+	// One image at a time, then as many at once as there are CPUs.
+	if len(rs) != 2 {
+		t.Fatalf("%d results, want 2: %+v", len(rs), rs)
+	}
+	for _, r := range rs {
+		if r.Unit != "images/s" || r.Value <= 0 || !strings.Contains(r.Note, "--no-peer") {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	if !strings.Contains(rs[1].Metric, "at a time") {
+		t.Fatalf("second result %q, want the concurrent throughput", rs[1].Metric)
 	}
 }
 
