@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/xmr-project/xmr/blas"
 	"github.com/xmr-project/xmr/tools"
 )
 
@@ -17,7 +18,12 @@ import (
 //
 // When no interpreter fits, the error wraps tools.ErrNoPython and says what
 // was tried; benchmarks then skip their peer and note the reason.
+//
+// The peer starts after xmr's OpenBLAS is loaded, so that it inherits the
+// kernels xmr chose for this CPU (blas sets OPENBLAS_CORETYPE when the
+// library's own choice falls short): both sides run the same kernels.
 func RunPeer(ctx context.Context, opts Options, script string, modules []string, args ...string) ([]byte, error) {
+	blas.Current()
 	py, err := tools.FindPython(ctx, opts.Python, modules...)
 	if err != nil {
 		return nil, err

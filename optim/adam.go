@@ -213,16 +213,23 @@ type update struct {
 // where t is the parameter's own step count. Parameters whose Grad is nil
 // are skipped and keep their step count, as in PyTorch. Work is split over
 // GOMAXPROCS goroutines by parameter and by element range.
-func (o *Adam) Step() { o.step(false) }
+func (o *Adam) Step() { o.step(false, 1) }
 
 // StepAndZeroGrad is Step followed by ZeroGrad in one pass over memory: each
 // gradient element is cleared right after the update has read it, which
 // saves ZeroGrad's second pass over every gradient. The result is exactly
 // that of Step then ZeroGrad.
-func (o *Adam) StepAndZeroGrad() { o.step(true) }
+func (o *Adam) StepAndZeroGrad() { o.step(true, 1) }
 
-// step applies one update and, if zero is set, clears the gradients it read.
-func (o *Adam) step(zero bool) {
+// StepAndZeroGradScaled is StepAndZeroGrad with every gradient multiplied
+// by scale (rounded to float32, as ClipGradNorm multiplies) as the update
+// reads it: with scale from ClipScale, exactly ClipGradNorm then
+// StepAndZeroGrad, in one pass over the gradients instead of two.
+func (o *Adam) StepAndZeroGradScaled(scale float32) { o.step(true, scale) }
+
+// step applies one update to the gradients times scale and, if zero is
+// set, clears the gradients it read.
+func (o *Adam) step(zero bool, scale float32) {
 	f := o.factor()
 	b1, b2 := o.cfg.Beta1, o.cfg.Beta2
 	ups := make([]update, len(o.params))
@@ -256,20 +263,24 @@ func (o *Adam) step(zero bool) {
 	runJobs(len(jobs), func(k int) {
 		j := jobs[k]
 		p, u := o.params[j.p], &ups[j.p]
-		adamKernel(p.t.Data[j.lo:j.hi], p.t.Grad[j.lo:j.hi], p.m[j.lo:j.hi], p.v[j.lo:j.hi], u, beta1, beta2, omb1, omb2, eps, zero)
+		adamKernel(p.t.Data[j.lo:j.hi], p.t.Grad[j.lo:j.hi], p.m[j.lo:j.hi], p.v[j.lo:j.hi], u, beta1, beta2, omb1, omb2, eps, zero, scale)
 	})
 	o.iter++
 }
 
-// adamKernel updates one element range and, if zero is set, clears its
-// gradient. The operation order follows PyTorch's _single_tensor_adam(w) so
-// that results agree to rounding.
-func adamKernel(p, grad, m, v []float32, u *update, beta1, beta2, omb1, omb2, eps float32, zero bool) {
+// adamKernel updates one element range with its gradient times scale (1:
+// the gradient as it is) and, if zero is set, clears its gradient. The
+// operation order follows PyTorch's _single_tensor_adam(w) so that results
+// agree to rounding.
+func adamKernel(p, grad, m, v []float32, u *update, beta1, beta2, omb1, omb2, eps float32, zero bool, scale float32) {
 	n := len(p)
 	grad, m, v = grad[:n], m[:n], v[:n]
 	stepSize, bc2Sqrt, l2, decayMul := u.stepSize, u.bc2Sqrt, u.l2, u.decayMul
 	for i := range p {
 		g := grad[i]
+		if scale != 1 {
+			g *= scale
+		}
 		if zero {
 			grad[i] = 0
 		}

@@ -270,23 +270,33 @@ func TestZeroGrad(t *testing.T) {
 	}
 }
 
+// twinAdams returns two optimisers over equal copies of the same two
+// parameters (a large one and a small one, in two groups), the copies
+// drawn from seed.
+func twinAdams(t *testing.T, decoupled bool, seed uint64) (split, fused *Adam, a1, b1, a2, b2 *tensor.Tensor) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	a1, b1 = randParam(rng, 70000), randParam(rng, 3, 5)
+	a2, b2 = a1.Clone(), b1.Clone()
+	groups := func(a, b *tensor.Tensor) []Group {
+		return []Group{{Params: []*tensor.Tensor{a}, LR: 0.01, WeightDecay: 0.1}, {Params: []*tensor.Tensor{b}, LR: 0.02}}
+	}
+	return mustAdam(t, decoupled, groups(a1, b1), Config{}), mustAdam(t, decoupled, groups(a2, b2), Config{}), a1, b1, a2, b2
+}
+
+// twinGrads gives both copies the same random gradients for step s.
+func twinGrads(seed uint64, s int, a1, b1, a2, b2 *tensor.Tensor) {
+	fillGrads(rand.New(rand.NewPCG(seed, uint64(s))), a1, b1)
+	fillGrads(rand.New(rand.NewPCG(seed, uint64(s))), a2, b2)
+}
+
 // TestStepAndZeroGrad checks that the fused step equals Step then ZeroGrad
 // bit for bit, for Adam and AdamW, over several steps.
 func TestStepAndZeroGrad(t *testing.T) {
 	for _, decoupled := range []bool{false, true} {
-		rng := rand.New(rand.NewPCG(3, 3))
-		a1, b1 := randParam(rng, 70000), randParam(rng, 3, 5)
-		a2, b2 := a1.Clone(), b1.Clone()
-		groups := func(a, b *tensor.Tensor) []Group {
-			return []Group{{Params: []*tensor.Tensor{a}, LR: 0.01, WeightDecay: 0.1}, {Params: []*tensor.Tensor{b}, LR: 0.02}}
-		}
-		split := mustAdam(t, decoupled, groups(a1, b1), Config{})
-		fused := mustAdam(t, decoupled, groups(a2, b2), Config{})
+		split, fused, a1, b1, a2, b2 := twinAdams(t, decoupled, 3)
 		for s := range 3 {
-			g := rand.New(rand.NewPCG(4, uint64(s)))
-			fillGrads(g, a1, b1)
-			g = rand.New(rand.NewPCG(4, uint64(s)))
-			fillGrads(g, a2, b2)
+			twinGrads(4, s, a1, b1, a2, b2)
 			split.Step()
 			split.ZeroGrad()
 			fused.StepAndZeroGrad()
@@ -294,6 +304,35 @@ func TestStepAndZeroGrad(t *testing.T) {
 				for i := range pair[0].Data {
 					if pair[0].Data[i] != pair[1].Data[i] || pair[1].Grad[i] != 0 {
 						t.Fatalf("decoupled=%v step %d element %d: fused %v (grad %v), split %v", decoupled, s, i, pair[1].Data[i], pair[1].Grad[i], pair[0].Data[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestStepAndZeroGradScaled checks that clipping inside the update
+// (ClipScale, then StepAndZeroGradScaled) equals ClipGradNorm then
+// StepAndZeroGrad bit for bit, with the clip acting (max norm below the
+// gradients' norm of about 265) and not acting, for Adam and AdamW.
+func TestStepAndZeroGradScaled(t *testing.T) {
+	for _, decoupled := range []bool{false, true} {
+		for _, maxNorm := range []float64{2, 1e6, 0} {
+			split, fused, a1, b1, a2, b2 := twinAdams(t, decoupled, 5)
+			for s := range 3 {
+				twinGrads(6, s, a1, b1, a2, b2)
+				norm1 := ClipGradNorm(split.Params(), maxNorm)
+				split.StepAndZeroGrad()
+				scale, norm2 := ClipScale(fused.Params(), maxNorm)
+				if norm1 != norm2 || (maxNorm == 2) != (scale < 1) {
+					t.Fatalf("maxNorm %v: ClipScale gave %v, norm %v; ClipGradNorm's norm %v", maxNorm, scale, norm2, norm1)
+				}
+				fused.StepAndZeroGradScaled(scale)
+				for _, pair := range [][2]*tensor.Tensor{{a1, a2}, {b1, b2}} {
+					for i := range pair[0].Data {
+						if pair[0].Data[i] != pair[1].Data[i] || pair[1].Grad[i] != 0 {
+							t.Fatalf("decoupled=%v maxNorm %v step %d element %d: fused %v (grad %v), split %v", decoupled, maxNorm, s, i, pair[1].Data[i], pair[1].Grad[i], pair[0].Data[i])
+						}
 					}
 				}
 			}

@@ -35,15 +35,10 @@ func GradNorm(params []*tensor.Tensor) float64 {
 // norm before clipping. A non-finite norm, or maxNorm <= 0, leaves the
 // gradients unchanged (the caller decides what to do with a NaN).
 func ClipGradNorm(params []*tensor.Tensor, maxNorm float64) (totalNorm float64) {
-	totalNorm = GradNorm(params)
-	if !(maxNorm > 0) || math.IsNaN(totalNorm) || math.IsInf(totalNorm, 0) {
+	c, totalNorm := ClipScale(params, maxNorm)
+	if c == 1 {
 		return totalNorm
 	}
-	coef := maxNorm / (totalNorm + 1e-6)
-	if coef >= 1 {
-		return totalNorm
-	}
-	c := float32(coef)
 	var jobs []job
 	for i, p := range params {
 		jobs = appendChunks(jobs, i, len(p.Grad))
@@ -56,4 +51,21 @@ func ClipGradNorm(params []*tensor.Tensor, maxNorm float64) (totalNorm float64) 
 		}
 	})
 	return totalNorm
+}
+
+// ClipScale returns the factor by which ClipGradNorm(params, maxNorm) would
+// multiply every gradient (1 when it would leave them unchanged), and the
+// gradients' norm, without changing them. Adam.StepAndZeroGradScaled takes
+// the factor and applies it in its own pass over the gradients, which
+// saves ClipGradNorm's pass over them with the same result.
+func ClipScale(params []*tensor.Tensor, maxNorm float64) (scale float32, totalNorm float64) {
+	totalNorm = GradNorm(params)
+	if !(maxNorm > 0) || math.IsNaN(totalNorm) || math.IsInf(totalNorm, 0) {
+		return 1, totalNorm
+	}
+	coef := maxNorm / (totalNorm + 1e-6)
+	if coef >= 1 {
+		return 1, totalNorm
+	}
+	return float32(coef), totalNorm
 }

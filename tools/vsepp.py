@@ -148,17 +148,18 @@ def main():
     vocab = Vocab(train_caps)
     model = VSE(len(vocab.itos), train_ims.shape[1], a.word_dim, a.embed_size)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    batch = min(a.batch, len(train_caps))  # a train set smaller than a batch is one batch, as in xmr
 
     it, epoch, best, best_state = 0, 0, -1.0, None
     start = time.perf_counter()
     done = False
     while not done:
         order = rng.permutation(len(train_caps))
-        for b in range(0, len(order) - a.batch + 1, a.batch):
+        for b in range(0, len(order) - batch + 1, batch):
             if time.perf_counter() - start >= a.budget:
                 done = True
                 break
-            idx = order[b : b + a.batch]
+            idx = order[b : b + batch]
             ids, lengths = vocab.encode([train_caps[i] for i in idx], a.max_len)
             im = model.images(train_ims[idx // per])
             tx = model.texts(ids, lengths)

@@ -93,10 +93,13 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 		s.opt.ZeroGrad()
 		return 0, err
 	}
+	// Clipping as ClipGradNorm, applied by Adam as it reads the gradients:
+	// one pass over them fewer, the same update.
+	scale := float32(1)
 	if s.tc.GradClip > 0 {
-		optim.ClipGradNorm(s.params, s.tc.GradClip)
+		scale, _ = optim.ClipScale(s.params, s.tc.GradClip)
 	}
-	s.opt.StepAndZeroGrad()
+	s.opt.StepAndZeroGradScaled(scale)
 	return loss, nil
 }
 

@@ -252,7 +252,13 @@ func flickr8kMini(t *testing.T) string {
 // its 91 test images, where chance is R@10 11% and rsum about 35. With 905
 // training captions an epoch is 28 batches: a schedule counted in epochs
 // (the old "step-size: 2") took the lr to nothing by iteration 112 and left
-// TERN at chance, which this test catches.
+// TERN at chance (rsum 28.8), which this test catches.
+//
+// The bounds (rsum 100, about 3x chance; R@10 25%) leave room for the
+// rounding of the CPU's matrix kernels, which changes which checkpoint 30
+// dev images pick: VSE++, the weakest here, scored test rsum 119.1, 140.4
+// and 139.3 with OpenBLAS's SkylakeX, Haswell and Prescott kernels on one
+// machine (R@10 31.9% to 40.7%).
 func TestModelsLearnRealCaptions(t *testing.T) {
 	dir := flickr8kMini(t)
 	for _, base := range []string{"teran-mrsw-small.yaml", "tern-small.yaml", "vsepp-small.yaml", "seam-e-small.yaml", "seam-c-penalty-small.yaml", "seam-g-small.yaml", "member-small.yaml"} {
@@ -298,12 +304,12 @@ func TestModelsLearnRealCaptions(t *testing.T) {
 			mt := res.Report.Metrics
 			t.Logf("%s on %d test images: R@1 i2t %.1f t2i %.1f, R@10 i2t %.1f t2i %.1f, rsum %.1f",
 				base, test.NumImages(), mt.I2T.R1, mt.T2I.R1, mt.I2T.R10, mt.T2I.R10, mt.RSum)
-			if mt.RSum < 120 || mt.I2T.R10 < 30 || mt.T2I.R10 < 30 {
+			if mt.RSum < 100 || mt.I2T.R10 < 25 || mt.T2I.R10 < 25 {
 				t.Errorf("rsum %.1f, R@10 i2t %.1f%% t2i %.1f%%: not far above chance (35, 11%%)", mt.RSum, mt.I2T.R10, mt.T2I.R10)
 			}
 			if cfg.Model.Name == "member" {
 				for space, rsum := range memberSpaces(t, out, src, "test", 30) {
-					if rsum < 120 {
+					if rsum < 100 {
 						t.Errorf("member %s: rsum %.1f, not far above chance (35)", space, rsum)
 					}
 				}

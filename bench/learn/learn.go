@@ -7,6 +7,12 @@
 // is VSE++ in PyTorch (tools/vsepp.py), trained on the same data for the
 // same budget in the same run; each result's ratio is the model's test rsum
 // over the peer's (above 1: better than the baseline).
+//
+// train-images=N trains every model and the peer on the same N images of
+// the train split (each with all its captions, drawn by seed), written with
+// the unchanged dev and test splits to a temporary precomp directory: how
+// the models learn on a smaller set than the one their defaults were
+// chosen on.
 package learn
 
 import (
@@ -26,10 +32,11 @@ import (
 	"github.com/xmr-project/xmr/train"
 )
 
-// Benchmark is `xmr bench learn data=DIR [budget=4m] [models=a,b,...]`.
+// Benchmark is `xmr bench learn data=DIR [budget=4m] [models=a,b,...]
+// [seed=N] [train-images=N]`.
 var Benchmark = bench.Benchmark{
 	Name:    "learn",
-	Summary: "train each model for the same budget on a data set and compare test recall with VSE++ in PyTorch [data=DIR budget=4m models=" + strings.Join(DefaultModels, ",") + "]",
+	Summary: "train each model for the same budget on a data set and compare test recall with VSE++ in PyTorch [data=DIR budget=4m models=" + strings.Join(DefaultModels, ",") + " seed=N train-images=N (the same N train images, drawn by seed, for every model and the peer; default all)]",
 	Run:     run,
 }
 
@@ -43,6 +50,9 @@ type params struct {
 	budget time.Duration
 	models []string
 	seed   uint64
+	// trainImages, when above 0, is the number of train images to train
+	// on (see writeSubset).
+	trainImages int
 }
 
 func parse(opts bench.Options) (params, error) {
@@ -50,7 +60,7 @@ func parse(opts bench.Options) (params, error) {
 	if opts.Quick {
 		p.budget, p.models = 10*time.Second, []string{"tern-small", "vsepp-small"}
 	}
-	err := bench.ParseArgs("learn", opts.Args, map[string]any{"data": &p.data, "budget": &p.budget, "models": &p.models, "seed": &p.seed})
+	err := bench.ParseArgs("learn", opts.Args, map[string]any{"data": &p.data, "budget": &p.budget, "models": &p.models, "seed": &p.seed, "train-images": &p.trainImages})
 	if err != nil {
 		return p, err
 	}
@@ -76,7 +86,16 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return err
 	}
-	src := data.Source{Path: p.data}
+	src, dataDir, subset := data.Source{Path: p.data}, p.data, ""
+	if p.trainImages > 0 {
+		dir, total, err := writeSubset(ctx, src, p.trainImages, max(p.seed, 1))
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		src, dataDir = data.Source{Path: dir}, dir
+		subset = fmt.Sprintf("; trained on %d of the %d train images (seed %d)", p.trainImages, total, max(p.seed, 1))
+	}
 	test, err := src.Load(ctx, "test")
 	if err != nil {
 		return fmt.Errorf("learn: %w", err)
@@ -89,7 +108,7 @@ func run(ctx context.Context, opts bench.Options) error {
 
 	peer, peerRSum, noPeer := "", 0.0, ""
 	if !opts.NoPeer {
-		out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", p.data,
+		out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", dataDir,
 			"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(max(p.seed, 1), 10))
 		if err != nil {
 			noPeer = "; no peer: " + err.Error()
@@ -100,11 +119,14 @@ func run(ctx context.Context, opts bench.Options) error {
 			}
 			peer, peerRSum = "vsepp.py (PyTorch "+r.Version+")", r.Test["rsum"]
 			note := fmt.Sprintf("%d iterations in %.0f s", r.Iters, r.TrainS)
+			if c := os.Getenv("OPENBLAS_CORETYPE"); c != "" {
+				note += "; OPENBLAS_CORETYPE=" + c
+			}
 			emitMetrics(opts, "learn/vsepp-pytorch", eval.Metrics{
 				I2T:  eval.Recall{R1: r.Test["r1_i2t"], R5: r.Test["r5_i2t"], R10: r.Test["r10_i2t"]},
 				T2I:  eval.Recall{R1: r.Test["r1_t2i"], R5: r.Test["r5_t2i"], R10: r.Test["r10_t2i"]},
 				RSum: r.Test["rsum"],
-			}, "", 0, note)
+			}, "", 0, note+subset)
 		}
 	}
 	for _, name := range p.models {
@@ -113,7 +135,7 @@ func run(ctx context.Context, opts bench.Options) error {
 			return err
 		}
 		emitMetrics(opts, "learn/"+name, o.Metrics, peer, peerRSum,
-			fmt.Sprintf("%d iterations in %.0f s (%s)%s", o.Iters, o.TrainS, o.Stopped, noPeer))
+			fmt.Sprintf("%d iterations in %.0f s (%s)%s", o.Iters, o.TrainS, o.Stopped, noPeer+subset))
 	}
 	return nil
 }

@@ -25,14 +25,16 @@ func TestParse(t *testing.T) {
 		{[]string{"data=d", "epochs=3"}, `unknown argument "epochs"`},
 		{[]string{"data"}, `argument "data": want key=value`},
 		{[]string{"data=d", "seed=x"}, `seed="x"`},
-		{[]string{"data=d", "budget=30s", "models=tern-small,vsepp-small", "seed=2"}, ""},
+		{[]string{"data=d", "train-images=-3"}, `train-images="-3": want a whole number`},
+		{[]string{"data=d", "train-images=many"}, `train-images="many"`},
+		{[]string{"data=d", "budget=30s", "models=tern-small,vsepp-small", "seed=2", "train-images=90"}, ""},
 	}
 	for _, c := range cases {
 		p, err := parse(bench.Options{Args: c.args})
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("%q: %v", c.args, err)
-			} else if p.budget != 30*time.Second || strings.Join(p.models, ",") != "tern-small,vsepp-small" || p.seed != 2 {
+			} else if p.budget != 30*time.Second || strings.Join(p.models, ",") != "tern-small,vsepp-small" || p.seed != 2 || p.trainImages != 90 {
 				t.Errorf("%q: parsed %+v", c.args, p)
 			}
 			continue

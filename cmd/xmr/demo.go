@@ -55,10 +55,10 @@ const (
 	demoConfig = "teran-mrsw-demo"
 	// demoIterSeconds is the seconds a training iteration of demoConfig
 	// took on 2 idle cores of an Intel Xeon with AVX-512 (600 iterations
-	// in 3m49s, 2026-11-27; docs/benchmarks.md, "demo"), for the time the
-	// demo announces. Other CPUs take more or less; what is learnt is the
-	// same.
-	demoIterSeconds = 0.382
+	// in 1m46s with OpenBLAS's SkylakeX kernels, 2026-11-27;
+	// docs/benchmarks.md, "demo"), for the time the demo announces. Other
+	// CPUs take more or less; what is learnt is the same.
+	demoIterSeconds = 0.177
 )
 
 func init() {
@@ -66,7 +66,7 @@ func init() {
 		name:    "demo",
 		summary: "the whole job on a synthetic world: generate it, train TERAN, evaluate, index, and serve the search page",
 		usage:   "[flags]",
-		examples: `  xmr demo                             # about 4 minutes on 2 idle cores of an Intel Xeon, then serves http://127.0.0.1:8080/
+		examples: `  xmr demo                             # about 2 minutes on 2 idle cores of an Intel Xeon, then serves http://127.0.0.1:8080/
   xmr demo --no-serve                  # stop after the evaluation and the index (scripts, CI)
   xmr demo --max-iters 2000            # train longer for better recall (a model of other iterations is trained again)
   xmr demo --time-budget 1m            # stop training after a minute even if iterations remain
