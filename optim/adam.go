@@ -268,11 +268,12 @@ func (o *Adam) step(zero bool, scale float32) {
 	o.iter++
 }
 
-// adamKernel updates one element range with its gradient times scale (1:
+// adamKernelGo updates one element range with its gradient times scale (1:
 // the gradient as it is) and, if zero is set, clears its gradient. The
 // operation order follows PyTorch's _single_tensor_adam(w) so that results
-// agree to rounding.
-func adamKernel(p, grad, m, v []float32, u *update, beta1, beta2, omb1, omb2, eps float32, zero bool, scale float32) {
+// agree to rounding. adamKernel is this loop, vectorised where the CPU
+// allows with the same operations in the same order.
+func adamKernelGo(p, grad, m, v []float32, u *update, beta1, beta2, omb1, omb2, eps float32, zero bool, scale float32) {
 	n := len(p)
 	grad, m, v = grad[:n], m[:n], v[:n]
 	stepSize, bc2Sqrt, l2, decayMul := u.stepSize, u.bc2Sqrt, u.l2, u.decayMul
