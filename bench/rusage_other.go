@@ -7,3 +7,6 @@ func MaxRSSMiB() float64 { return 0 }
 
 // CPUSeconds returns 0: the process CPU time is unknown here.
 func CPUSeconds() float64 { return 0 }
+
+// MinorFaults returns 0: the page faults are unknown here.
+func MinorFaults() int64 { return 0 }

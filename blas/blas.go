@@ -99,10 +99,15 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m == 0 || n == 0 {
 		return
 	}
+	checkProduct(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	Current().Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// checkProduct panics when a, b or c cannot hold the product's matrices.
+func checkProduct(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	checkMat("A", transA, m, k, a, lda)
 	checkMat("B", transB, k, n, b, ldb)
 	checkMat("C", false, m, n, c, ldc)
-	Current().Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // checkMat verifies that x holds an op(x) of r x c with row stride ld.
@@ -127,16 +132,10 @@ func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	if m == 0 || n == 0 {
 		return
 	}
-	checkMat("A", transA, m, k, a, lda)
-	checkMat("B", transB, k, n, b, ldb)
-	checkMat("C", false, m, n, c, ldc)
+	checkProduct(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	impl := Current()
 	if ob, ok := impl.(*OpenBLAS); ok {
-		if k == 0 {
-			scaleC(m, n, beta, c, ldc)
-			return
-		}
-		ob.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		ob.serial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	impl.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

@@ -41,7 +41,8 @@ func TestNeedsCore(t *testing.T) {
 // TestOpenBLASKernelsFitCPU checks the loaded library on this machine: on a
 // CPU with AVX2 and FMA, OpenBLAS must not run kernels without them unless
 // the user chose so (Debian's 0.3.21 falls back to SSE3 "Prescott" kernels
-// on CPUs newer than itself), and the products must still be right.
+// on CPUs newer than itself). TestSgemmSerial checks products through the
+// re-initialised library.
 func TestOpenBLASKernelsFitCPU(t *testing.T) {
 	ob, ok := Current().(*OpenBLAS)
 	if !ok {
@@ -61,21 +62,32 @@ func TestOpenBLASKernelsFitCPU(t *testing.T) {
 		t.Fatalf("OpenBLAS runs %s kernels on a CPU that can run %s's (%s)", ob.Core, want, ob.CoreNote)
 	}
 	t.Logf("OpenBLAS runs %s kernels; %s", ob.Core, Describe())
-	// A product through the re-initialised library equals the pure-Go one.
-	const m, n, k = 37, 29, 41
-	a, b := make([]float32, m*k), make([]float32, k*n)
-	for i := range a {
-		a[i] = float32(i%13) - 6
-	}
-	for i := range b {
-		b[i] = float32(i%7) - 3
-	}
-	c1, c2 := make([]float32, m*n), make([]float32, m*n)
-	ob.Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c1, n)
-	Go{}.Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c2, n)
-	for i := range c1 {
-		if c1[i] != c2[i] { // small integers: exact in float32
-			t.Fatalf("c[%d] = %v, want %v", i, c1[i], c2[i])
+}
+
+// TestSgemmSerial checks the unsplit product (through OpenBLAS, with the
+// kernels xmr chose, where it is in use) against the pure-Go one, for
+// a product large enough that Sgemm would split it, and for k = 0 (C =
+// beta*C).
+func TestSgemmSerial(t *testing.T) {
+	for _, s := range [][3]int{{300, 70, 110}, {5, 4, 0}} {
+		m, n, k := s[0], s[1], s[2]
+		a, b := make([]float32, m*k), make([]float32, k*n)
+		for i := range a {
+			a[i] = float32(i%11) - 5
+		}
+		for i := range b {
+			b[i] = float32(i%5) - 2
+		}
+		c1, c2 := make([]float32, m*n), make([]float32, m*n)
+		for i := range c1 {
+			c1[i], c2[i] = float32(i%3), float32(i%3)
+		}
+		SgemmSerial(false, false, m, n, k, 1, a, max(k, 1), b, n, 2, c1, n)
+		Go{}.Sgemm(false, false, m, n, k, 1, a, max(k, 1), b, n, 2, c2, n)
+		for i := range c1 {
+			if c1[i] != c2[i] { // small integers: exact
+				t.Fatalf("%dx%dx%d: c[%d] = %v, want %v (%s)", m, n, k, i, c1[i], c2[i], Describe())
+			}
 		}
 	}
 }

@@ -142,13 +142,9 @@ func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []f
 	if m == 0 || n == 0 {
 		return
 	}
-	if k == 0 {
-		scaleC(m, n, beta, c, ldc)
-		return
-	}
 	p := ob.Split()
-	if p <= 1 || 2*m*n*k < minSplitFlops {
-		ob.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	if k == 0 || p <= 1 || 2*m*n*k < minSplitFlops {
+		ob.serial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	// Split C into p blocks of rows, or of columns when it has fewer rows
@@ -186,6 +182,16 @@ func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []f
 		}
 	}
 	wg.Wait()
+}
+
+// serial computes the product on the calling goroutine: one cblas_sgemm
+// call, or C = beta*C when k is 0.
+func (ob *OpenBLAS) serial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if k == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return
+	}
+	ob.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // call is one cblas_sgemm call.

@@ -49,148 +49,60 @@ TEXT ·biasActAVX2(SB), NOSPLIT, $0-56
 	CMPQ R10, $5
 	JEQ mulrow
 
-nonerow:
-	TESTQ R8, R8
-	JZ done
-	XORQ CX, CX
-nonecol:
-	CMPQ CX, R11
-	JGE nonenext
-	VMOVUPS (SI)(CX*4), Y0
-	VADDPS (DX)(CX*4), Y0, Y0
-	VMOVUPS Y0, (DI)(CX*4)
-	ADDQ $8, CX
-	JMP nonecol
-nonenext:
-	ADDQ BX, SI
-	ADDQ BX, DI
-	DECQ R8
-	JMP nonerow
+// ROWS runs BODY over the first C&^7 columns of every row, 8 at a time:
+// BODY finds src's 8 values in Y0 (the bias or factor at (DX)(CX*4)) and
+// leaves in Y0 what is stored to dst. Each mode's copy has its own labels.
+#define ROWS(row, col, next, BODY) \
+row: \
+	TESTQ R8, R8; \
+	JZ done; \
+	XORQ CX, CX; \
+col: \
+	CMPQ CX, R11; \
+	JGE next; \
+	VMOVUPS (SI)(CX*4), Y0; \
+	BODY; \
+	VMOVUPS Y0, (DI)(CX*4); \
+	ADDQ $8, CX; \
+	JMP col; \
+next: \
+	ADDQ BX, SI; \
+	ADDQ BX, DI; \
+	DECQ R8; \
+	JMP row
 
-mulrow:
-	TESTQ R8, R8
-	JZ done
-	XORQ CX, CX
-mulcol:
-	CMPQ CX, R11
-	JGE mulnext
-	VMOVUPS (SI)(CX*4), Y0
-	VMULPS (DX)(CX*4), Y0, Y0
-	VMOVUPS Y0, (DI)(CX*4)
-	ADDQ $8, CX
-	JMP mulcol
-mulnext:
-	ADDQ BX, SI
-	ADDQ BX, DI
-	DECQ R8
-	JMP mulrow
+#define ADDB VADDPS (DX)(CX*4), Y0, Y0
+#define NONE ADDB
+#define MUL VMULPS (DX)(CX*4), Y0, Y0
+#define RELU ADDB; VMAXPS Y14, Y0, Y0
+#define RELU6 ADDB; VMAXPS Y14, Y0, Y0; VMINPS Y15, Y0, Y0
+// hard-swish: (mul*v) * min(max(v+add, 0), 6)
+#define HSWISH ADDB; VADDPS Y12, Y0, Y1; VMAXPS Y14, Y1, Y1; VMINPS Y15, Y1, Y1; VMULPS Y13, Y0, Y0; VMULPS Y1, Y0, Y0
+// sigmoid: t = -v log2 e clamped to [-125, 125]; 2^t = 2^f 2^n with
+// n = round(t), f = t - n and 2^f by the polynomial; 1 / (1 + 2^t).
+#define SIGMOID ADDB; VMULPS Y4, Y0, Y0; VMINPS Y5, Y0, Y0; VMAXPS Y6, Y0, Y0; \
+	VROUNDPS $0, Y0, Y1; VSUBPS Y1, Y0, Y0; \
+	VBROADCASTSS sigc<>+12(SB), Y2; VBROADCASTSS sigc<>+16(SB), Y3; VFMADD213PS Y3, Y0, Y2; \
+	VBROADCASTSS sigc<>+20(SB), Y3; VFMADD213PS Y3, Y0, Y2; \
+	VBROADCASTSS sigc<>+24(SB), Y3; VFMADD213PS Y3, Y0, Y2; \
+	VBROADCASTSS sigc<>+28(SB), Y3; VFMADD213PS Y3, Y0, Y2; \
+	VBROADCASTSS sigc<>+32(SB), Y3; VFMADD213PS Y3, Y0, Y2; \
+	VFMADD213PS Y7, Y0, Y2; \
+	VCVTPS2DQ Y1, Y1; VPSLLD $23, Y1, Y1; VPADDD Y1, Y2, Y2; \
+	VADDPS Y7, Y2, Y2; VDIVPS Y2, Y7, Y0
 
-relurow:
-	TESTQ R8, R8
-	JZ done
-	XORQ CX, CX
-relucol:
-	CMPQ CX, R11
-	JGE relunext
-	VMOVUPS (SI)(CX*4), Y0
-	VADDPS (DX)(CX*4), Y0, Y0
-	VMAXPS Y14, Y0, Y0
-	VMOVUPS Y0, (DI)(CX*4)
-	ADDQ $8, CX
-	JMP relucol
-relunext:
-	ADDQ BX, SI
-	ADDQ BX, DI
-	DECQ R8
-	JMP relurow
-
-relu6row:
-	TESTQ R8, R8
-	JZ done
-	XORQ CX, CX
-relu6col:
-	CMPQ CX, R11
-	JGE relu6next
-	VMOVUPS (SI)(CX*4), Y0
-	VADDPS (DX)(CX*4), Y0, Y0
-	VMAXPS Y14, Y0, Y0
-	VMINPS Y15, Y0, Y0
-	VMOVUPS Y0, (DI)(CX*4)
-	ADDQ $8, CX
-	JMP relu6col
-relu6next:
-	ADDQ BX, SI
-	ADDQ BX, DI
-	DECQ R8
-	JMP relu6row
-
-hswrow:
-	TESTQ R8, R8
-	JZ done
-	XORQ CX, CX
-hswcol:
-	CMPQ CX, R11
-	JGE hswnext
-	VMOVUPS (SI)(CX*4), Y0
-	VADDPS (DX)(CX*4), Y0, Y0
-	VADDPS Y12, Y0, Y1
-	VMAXPS Y14, Y1, Y1
-	VMINPS Y15, Y1, Y1
-	VMULPS Y13, Y0, Y0
-	VMULPS Y1, Y0, Y0
-	VMOVUPS Y0, (DI)(CX*4)
-	ADDQ $8, CX
-	JMP hswcol
-hswnext:
-	ADDQ BX, SI
-	ADDQ BX, DI
-	DECQ R8
-	JMP hswrow
+	ROWS(nonerow, nonecol, nonenext, NONE)
+	ROWS(mulrow, mulcol, mulnext, MUL)
+	ROWS(relurow, relucol, relunext, RELU)
+	ROWS(relu6row, relu6col, relu6next, RELU6)
+	ROWS(hswrow, hswcol, hswnext, HSWISH)
 
 sigrow:
 	VBROADCASTSS sigc<>+0(SB), Y4   // -log2 e
 	VBROADCASTSS sigc<>+4(SB), Y5   // 125
 	VBROADCASTSS sigc<>+8(SB), Y6   // -125
 	VBROADCASTSS sigc<>+36(SB), Y7  // 1
-sigrowloop:
-	TESTQ R8, R8
-	JZ done
-	XORQ CX, CX
-sigcol:
-	CMPQ CX, R11
-	JGE signext
-	VMOVUPS (SI)(CX*4), Y0
-	VADDPS (DX)(CX*4), Y0, Y0
-	VMULPS Y4, Y0, Y0               // t = -v log2 e: exp(-v) = 2^t
-	VMINPS Y5, Y0, Y0
-	VMAXPS Y6, Y0, Y0
-	VROUNDPS $0, Y0, Y1             // n = round(t)
-	VSUBPS Y1, Y0, Y0               // f = t - n in [-0.5, 0.5]
-	VBROADCASTSS sigc<>+12(SB), Y2
-	VBROADCASTSS sigc<>+16(SB), Y3
-	VFMADD213PS Y3, Y0, Y2          // p = p*f + c
-	VBROADCASTSS sigc<>+20(SB), Y3
-	VFMADD213PS Y3, Y0, Y2
-	VBROADCASTSS sigc<>+24(SB), Y3
-	VFMADD213PS Y3, Y0, Y2
-	VBROADCASTSS sigc<>+28(SB), Y3
-	VFMADD213PS Y3, Y0, Y2
-	VBROADCASTSS sigc<>+32(SB), Y3
-	VFMADD213PS Y3, Y0, Y2
-	VFMADD213PS Y7, Y0, Y2          // 2^f = 1 + f p
-	VCVTPS2DQ Y1, Y1
-	VPSLLD $23, Y1, Y1
-	VPADDD Y1, Y2, Y2               // 2^f 2^n
-	VADDPS Y7, Y2, Y2
-	VDIVPS Y2, Y7, Y0               // 1 / (1 + exp(-v))
-	VMOVUPS Y0, (DI)(CX*4)
-	ADDQ $8, CX
-	JMP sigcol
-signext:
-	ADDQ BX, SI
-	ADDQ BX, DI
-	DECQ R8
-	JMP sigrowloop
+	ROWS(sigrowloop, sigcol, signext, SIGMOID)
 
 done:
 	VZEROUPPER

@@ -26,7 +26,6 @@ Prints one JSON object: {"version", "threads", "step_s" (best), "steps_s",
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 
@@ -81,6 +80,8 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from peerutil import peak_rss_mib
+
 
 def blas_core():
     """The OpenBLAS kernels in use, when torch's BLAS is OpenBLAS."""
@@ -92,20 +93,6 @@ def blas_core():
         return "%s (%s)" % (lib.openblas_get_corename().decode(), lib.openblas_get_config().decode().strip())
     except (OSError, AttributeError) as e:
         return "unknown: %s" % e
-
-
-def peak_rss_mib():
-    """The process's peak resident set in MiB: VmHWM where /proc has it
-    (getrusage's ru_maxrss would count the parent's peak too, as Linux
-    carries it across exec), else ru_maxrss."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def key_padding(valid):

@@ -10,11 +10,12 @@ times are the median over the timed iterations after warm-up.
 """
 import argparse
 import json
-import resource
 import statistics
 import time
 
 import torch
+
+from peerutil import peak_rss_mib
 
 
 def main():
@@ -82,20 +83,6 @@ def main():
         "train_cpu_ms": statistics.median(cpu),
         "max_rss_mib": peak_rss_mib(),
     }))
-
-
-def peak_rss_mib():
-    """This process's own peak resident set in MiB: VmHWM. getrusage's
-    ru_maxrss would report the Go parent's peak when that is larger: Linux
-    keeps the forked copy's high-water mark across exec."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 if __name__ == "__main__":

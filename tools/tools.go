@@ -28,8 +28,14 @@ import (
 var scripts embed.FS
 
 // WriteScript writes the embedded script name (e.g. "peer_rouge.py") into
-// dir and returns the file's path.
+// dir and returns the file's path. A Python script gets peerutil.py, the
+// helpers the peers share, written beside it.
 func WriteScript(dir, name string) (string, error) {
+	if strings.HasSuffix(name, ".py") && name != peerUtil {
+		if _, err := WriteScript(dir, peerUtil); err != nil {
+			return "", err
+		}
+	}
 	b, err := scripts.ReadFile(name)
 	if err != nil {
 		return "", fmt.Errorf("tools: no script %q: %w", name, err)
@@ -40,6 +46,9 @@ func WriteScript(dir, name string) (string, error) {
 	}
 	return path, nil
 }
+
+// peerUtil is the module of helpers the Python peers import.
+const peerUtil = "peerutil.py"
 
 // EnvPython is the environment variable that names the Python interpreter
 // when no path is given to FindPython.

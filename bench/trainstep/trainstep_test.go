@@ -264,7 +264,7 @@ func BenchmarkParts(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			var parts [6]time.Duration
 			gc0, cyc0 := gcStats()
-			flt0 := minorFaults()
+			flt0 := bench.MinorFaults()
 			for b.Loop() {
 				step(&parts, fused)
 			}
@@ -274,7 +274,7 @@ func BenchmarkParts(b *testing.B) {
 			gc1, cyc1 := gcStats()
 			b.ReportMetric((gc1-gc0)/float64(b.N), "gc-cpu-s")
 			b.ReportMetric(float64(cyc1-cyc0)/float64(b.N), "gc-cycles")
-			b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "page-faults")
+			b.ReportMetric(float64(bench.MinorFaults()-flt0)/float64(b.N), "page-faults")
 		})
 	}
 }
