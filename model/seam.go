@@ -68,7 +68,8 @@ func newSEAM(cfg Config, tok Tokenizer, seed uint64) (Model, error) {
 	tc, e := cfg.TextModel, cfg.Model.EmbedSize
 	m := &SEAM{cfg: cfg, tok: tok}
 	m.ImgProj = nn.NewLinear(rng, cfg.ImageModel.FeatDim, e, false)
-	m.Embed = nn.NewEmbedding(rng, tc.VocabSize, tc.EmbedDim)
+	// The word embeddings from U(-0.1, 0.1), as SEAM's code draws them.
+	m.Embed = uniformEmbedding(rng, tc.VocabSize, tc.EmbedDim)
 	widths := []int{tc.EmbedDim} // z of each attention module's input
 	switch tc.Name {
 	case "seam-c":

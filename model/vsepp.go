@@ -34,15 +34,17 @@ type VSEPP struct {
 	GRU     *nn.GRU       // d -> E
 }
 
-// newVSEPP builds VSE++ with fresh weights.
+// newVSEPP builds VSE++ with fresh weights, initialised as its official
+// code does: the image projection by Xavier's uniform draw with a zero bias,
+// the word embeddings from U(-0.1, 0.1), the GRU as PyTorch's.
 func newVSEPP(cfg Config, tok Tokenizer, seed uint64) (Model, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x76736570))
 	tc, e := cfg.TextModel, cfg.Model.EmbedSize
 	return &VSEPP{
 		cfg:     cfg,
 		tok:     tok,
-		ImgProj: nn.NewLinear(rng, cfg.ImageModel.FeatDim, e, true),
-		Embed:   nn.NewEmbedding(rng, tc.VocabSize, tc.EmbedDim),
+		ImgProj: xavierLinear(rng, cfg.ImageModel.FeatDim, e, true),
+		Embed:   uniformEmbedding(rng, tc.VocabSize, tc.EmbedDim),
 		GRU:     nn.NewGRU(rng, tc.EmbedDim, e, 1, false),
 	}, nil
 }

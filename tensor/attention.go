@@ -218,7 +218,7 @@ func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
 // free returns a scratch buffer to the pool at once.
 func (tp *Tape) free(b []float32) {
 	if tp != nil {
-		tp.pool[len(b)] = append(tp.pool[len(b)], b)
+		tp.put(b)
 	}
 }
 

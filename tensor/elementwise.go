@@ -45,8 +45,8 @@ func bcastStrides(shape, out []int) []int {
 // bcastIndex maps every output index to an input offset. For the common
 // cases it avoids the table: same shape (identity) or trailing broadcast.
 type bcastIndex struct {
-	kind  int // 0 identity, 1 modulo (input is a suffix), 2 scalar, 3 general
-	mod   int
+	kind  int // 0 identity, 1 modulo (input is a suffix), 2 scalar, 3 general, 4 division (input is a prefix)
+	mod   int // the modulus of kind 1, the divisor of kind 4
 	table []int32
 }
 
@@ -66,6 +66,18 @@ func makeBcastIndex(in, out []int) bcastIndex {
 	suf := in[k:]
 	if len(suf) <= len(out) && sameShape(suf, out[len(out)-len(suf):]) {
 		return bcastIndex{kind: 1, mod: nIn}
+	}
+	// Is in (right-aligned) a prefix of out followed by 1s?
+	full := append(make([]int, len(out)-len(in)), in...)
+	for d := range len(out) - len(in) {
+		full[d] = 1
+	}
+	k = len(full)
+	for k > 0 && full[k-1] == 1 {
+		k--
+	}
+	if sameShape(full[:k], out[:k]) {
+		return bcastIndex{kind: 4, mod: nOut / nIn}
 	}
 	st := bcastStrides(in, out)
 	tbl := make([]int32, nOut)
@@ -94,6 +106,8 @@ func (bi *bcastIndex) at(i int) int {
 		return i % bi.mod
 	case 2:
 		return 0
+	case 4:
+		return i / bi.mod
 	}
 	return int(bi.table[i])
 }
@@ -157,6 +171,17 @@ func accumulateBcast(dst []float32, bi *bcastIndex, n int, v func(i int) float32
 				base := r * mod
 				for j := lo; j < hi; j++ {
 					dst[j] += v(base + j)
+				}
+			}
+		})
+	case 4:
+		// Runs of length mod into one element each: parallel over the
+		// elements, each summed in the order of the sequential loop.
+		div := bi.mod
+		parallelFor(n/div, div, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				for i := r * div; i < (r+1)*div; i++ {
+					dst[r] += v(i)
 				}
 			}
 		})

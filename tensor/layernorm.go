@@ -47,7 +47,7 @@ func (tp *Tape) LayerNorm(a, gamma, beta *Tensor, eps float32) *Tensor {
 	})
 	if !tp.needs(a, gamma, beta) {
 		if tp != nil {
-			tp.pool[len(xhat)] = append(tp.pool[len(xhat)], xhat)
+			tp.put(xhat)
 		}
 		return out
 	}

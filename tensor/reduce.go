@@ -110,19 +110,17 @@ func (tp *Tape) Mean(a *Tensor, keepDims bool, axes ...int) *Tensor {
 func (tp *Tape) Max(a *Tensor, axis int, keepDims bool, mask *Tensor) (*Tensor, []int32) {
 	axis = normAxis("Max", axis, a.Dims())
 	outer, n, inner := splitAxis(a.Shape, axis)
-	var md []float32
-	if mask != nil {
-		md = expandMask("Max", mask, a.Shape)
-	}
+	am := newAxisMask("Max", mask, a.Shape, axis)
 	out := tp.newTensor(reducedShape(a.Shape, axis, keepDims))
 	arg := make([]int32, outer*inner)
 	parallelFor(outer, n*inner, func(lo, hi int) {
 		for o := lo; o < hi; o++ {
 			for j := 0; j < inner; j++ {
 				best, bi := float32(math.Inf(-1)), int32(-1)
+				mb := am.base(o, j)
 				for k := 0; k < n; k++ {
 					idx := (o*n+k)*inner + j
-					if md != nil && md[idx] == 0 {
+					if am.masked(mb, k) {
 						continue
 					}
 					if v := a.Data[idx]; v > best || bi < 0 {
@@ -150,6 +148,60 @@ func (tp *Tape) Max(a *Tensor, axis int, keepDims bool, mask *Tensor) (*Tensor, 
 		})
 	}
 	return out, arg
+}
+
+// axisMask reads a mask broadcast to a tensor's shape around a reduction
+// axis without materialising it: the mask's offset of element (o, k, j)
+// (outer index, index along the axis, inner index; see splitAxis) is
+// outer[o] + k*step + inner[j]. A nil *axisMask masks nothing.
+type axisMask struct {
+	data         []float32
+	outer, inner []int
+	step         int
+}
+
+// newAxisMask returns mask's axisMask for shape and axis, nil for a nil
+// mask; it panics with op's name when mask does not broadcast to shape.
+func newAxisMask(op string, mask *Tensor, shape []int, axis int) *axisMask {
+	if mask == nil {
+		return nil
+	}
+	if mask.Dims() > len(shape) || !sameShape(broadcastShape(op, shape, mask.Shape), shape) {
+		panic(shapeErr(op, "mask of shape %v does not broadcast to %v", mask.Shape, shape))
+	}
+	st := bcastStrides(mask.Shape, shape)
+	offsets := func(dims, strides []int) []int {
+		off := make([]int, prod(dims))
+		for i := range off {
+			r, o := i, 0
+			for d := len(dims) - 1; d >= 0; d-- {
+				o += r % dims[d] * strides[d]
+				r /= dims[d]
+			}
+			off[i] = o
+		}
+		return off
+	}
+	return &axisMask{
+		data:  mask.Data,
+		outer: offsets(shape[:axis], st[:axis]),
+		inner: offsets(shape[axis+1:], st[axis+1:]),
+		step:  st[axis],
+	}
+}
+
+// base returns the mask's offset of element (o, 0, j).
+func (m *axisMask) base(o, j int) int {
+	if m == nil {
+		return 0
+	}
+	return m.outer[o] + m.inner[j]
+}
+
+// masked reports whether element k along the axis from base is masked out
+// (its mask value is 0).
+func (m *axisMask) masked(base, k int) bool {
+	return m != nil && m.data[base+k*m.step] == 0
 }
 
 // expandMask materialises mask broadcast to shape (values 0 or non-zero).

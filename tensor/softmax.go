@@ -20,20 +20,17 @@ func (tp *Tape) LogSoftmax(a *Tensor, axis int, mask *Tensor) *Tensor {
 func (tp *Tape) softmax(op string, a *Tensor, axis int, mask *Tensor, logOut bool) *Tensor {
 	axis = normAxis(op, axis, a.Dims())
 	outer, n, inner := splitAxis(a.Shape, axis)
-	var md []float32
-	if mask != nil {
-		md = expandMask(op, mask, a.Shape)
-	}
+	am := newAxisMask(op, mask, a.Shape, axis)
 	out := tp.newTensor(a.Shape)
 	negInf := float32(math.Inf(-1))
 	parallelFor(outer*inner, n*8, func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			o, j := q/inner, q%inner
-			base := o*n*inner + j
+			base, mb := o*n*inner+j, am.base(o, j)
 			mx := negInf
 			for k := 0; k < n; k++ {
 				idx := base + k*inner
-				if md != nil && md[idx] == 0 {
+				if am.masked(mb, k) {
 					continue
 				}
 				mx = max(mx, a.Data[idx])
@@ -41,7 +38,7 @@ func (tp *Tape) softmax(op string, a *Tensor, axis int, mask *Tensor, logOut boo
 			var sum float64
 			for k := 0; k < n; k++ {
 				idx := base + k*inner
-				if (md != nil && md[idx] == 0) || mx == negInf {
+				if am.masked(mb, k) || mx == negInf {
 					out.Data[idx] = 0
 					continue
 				}
@@ -61,7 +58,7 @@ func (tp *Tape) softmax(op string, a *Tensor, axis int, mask *Tensor, logOut boo
 				ls := float32(math.Log(sum))
 				for k := 0; k < n; k++ {
 					idx := base + k*inner
-					if md != nil && md[idx] == 0 {
+					if am.masked(mb, k) {
 						out.Data[idx] = negInf
 					} else {
 						out.Data[idx] = a.Data[idx] - mx - ls
@@ -81,19 +78,19 @@ func (tp *Tape) softmax(op string, a *Tensor, axis int, mask *Tensor, logOut boo
 			parallelFor(outer*inner, n*4, func(lo, hi int) {
 				for q := lo; q < hi; q++ {
 					o, j := q/inner, q%inner
-					base := o*n*inner + j
+					base, mb := o*n*inner+j, am.base(o, j)
 					if logOut {
 						// dx = g - softmax * sum(g)
 						var sg float32
 						for k := 0; k < n; k++ {
 							idx := base + k*inner
-							if md == nil || md[idx] != 0 {
+							if !am.masked(mb, k) {
 								sg += g[idx]
 							}
 						}
 						for k := 0; k < n; k++ {
 							idx := base + k*inner
-							if (md != nil && md[idx] == 0) || math.IsInf(float64(out.Data[idx]), -1) {
+							if am.masked(mb, k) || math.IsInf(float64(out.Data[idx]), -1) {
 								continue
 							}
 							ga[idx] += g[idx] - float32(math.Exp(float64(out.Data[idx])))*sg

@@ -6,7 +6,7 @@ import "math/rand/v2"
 // one goroutine at a time. A nil *Tape records nothing (no-grad mode).
 type Tape struct {
 	nodes []node
-	pool  map[int][][]float32
+	pool  bufPool
 	live  []*Tensor // tensors whose buffers return to the pool on Reset
 	// Training enables dropout. NewTape sets it; inference uses a nil tape.
 	Training bool
@@ -22,7 +22,7 @@ type node struct {
 
 // NewTape returns an empty tape in training mode.
 func NewTape() *Tape {
-	return &Tape{pool: map[int][][]float32{}, Training: true, Rand: rand.New(rand.NewPCG(0x786d72, 1))}
+	return &Tape{Training: true, Rand: rand.New(rand.NewPCG(0x786d72, 1))}
 }
 
 // Seed resets the dropout generator to a stream determined by seed and
@@ -62,12 +62,7 @@ func (tp *Tape) alloc(n int) []float32 {
 	if tp == nil {
 		return make([]float32, n)
 	}
-	if l := tp.pool[n]; len(l) > 0 {
-		b := l[len(l)-1]
-		tp.pool[n] = l[:len(l)-1]
-		return b
-	}
-	return make([]float32, n)
+	return tp.pool.get(n)
 }
 
 // allocZero returns a zeroed buffer of n floats.
@@ -136,14 +131,37 @@ func (tp *Tape) gradIf(t *Tensor) []float32 {
 // respect to every tensor recorded on the tape and every leaf that requires
 // gradients; leaves' gradients accumulate across calls until ZeroGrad.
 func (tp *Tape) Backward(loss *Tensor) {
-	if len(loss.Data) != 1 {
-		panic(shapeErr("Backward", "loss must have one element, has shape %v", loss.Shape))
-	}
+	checkLoss(loss)
 	tp.BackwardWithGrad(loss, []float32{1})
 }
 
 // BackwardWithGrad back-propagates the given output gradient from out.
-func (tp *Tape) BackwardWithGrad(out *Tensor, g []float32) {
+func (tp *Tape) BackwardWithGrad(out *Tensor, g []float32) { tp.backward(out, g, false) }
+
+// BackwardAndReset is Backward followed by Reset, with the peak memory of
+// the forward pass alone: as soon as an op's backward has run, its output's
+// gradient and (unless the output is a view) its values go back to the
+// pool, where the gradients of the earlier ops find them. Backward then
+// Reset holds every intermediate value and every intermediate gradient at
+// once, twice the activations; a training step needs only the first.
+// Tensors produced on the tape must not be used afterwards, as after Reset
+// (read the loss before calling it).
+func (tp *Tape) BackwardAndReset(loss *Tensor) {
+	checkLoss(loss)
+	tp.backward(loss, []float32{1}, true)
+	tp.Reset()
+}
+
+// checkLoss panics unless loss has one element.
+func checkLoss(loss *Tensor) {
+	if len(loss.Data) != 1 {
+		panic(shapeErr("Backward", "loss must have one element, has shape %v", loss.Shape))
+	}
+}
+
+// backward walks the tape in reverse from out with out's gradient g,
+// releasing each op's buffers after its backward when release is set.
+func (tp *Tape) backward(out *Tensor, g []float32, release bool) {
 	if tp == nil {
 		panic(shapeErr("Backward", "no tape: the forward pass ran in no-grad mode"))
 	}
@@ -156,12 +174,39 @@ func (tp *Tape) BackwardWithGrad(out *Tensor, g []float32) {
 	}
 	for i := len(tp.nodes) - 1; i >= 0; i-- {
 		n := tp.nodes[i]
-		if n.out.Grad == nil {
-			continue
+		if n.out.Grad != nil {
+			n.backward(n.out.Grad)
 		}
-		n.backward(n.out.Grad)
+		if release {
+			tp.release(n.out)
+		}
 	}
 }
+
+// PoisonReleased makes the tape fill every buffer it takes back (in
+// BackwardAndReset, Reset and an op's scratch space) with NaN, so that an
+// op that reads a value after its release shows it in its results. For
+// tests.
+var PoisonReleased bool
+
+// release returns t's gradient and, unless t is a view, its values to the
+// pool; t stays in live with nil buffers, which Reset skips.
+func (tp *Tape) release(t *Tensor) {
+	if t.owner != tp {
+		return
+	}
+	if t.gradOwned && t.Grad != nil {
+		tp.put(t.Grad)
+		t.Grad, t.gradOwned = nil, false
+	}
+	if !t.isView && t.Data != nil {
+		tp.put(t.Data)
+		t.Data = nil
+	}
+}
+
+// put returns a buffer to the pool.
+func (tp *Tape) put(b []float32) { tp.pool.put(b) }
 
 // Reset forgets the recorded operations and returns the buffers of every
 // tensor produced on the tape to its pool. Those tensors must not be used
@@ -172,10 +217,10 @@ func (tp *Tape) Reset() {
 	}
 	for _, t := range tp.live {
 		if t.Data != nil && !t.isView {
-			tp.pool[len(t.Data)] = append(tp.pool[len(t.Data)], t.Data)
+			tp.put(t.Data)
 		}
 		if t.gradOwned && t.Grad != nil {
-			tp.pool[len(t.Grad)] = append(tp.pool[len(t.Grad)], t.Grad)
+			tp.put(t.Grad)
 		}
 		t.Data, t.Grad, t.owner = nil, nil, nil
 	}

@@ -15,7 +15,11 @@
 //
 // Buffers of tensors produced on a tape come from a pool that Reset refills:
 // after Reset, such tensors must not be used. Tensors made with New, Zeros or
-// FromData (parameters, inputs) are never recycled.
+// FromData (parameters, inputs) are never recycled. A training step calls
+// BackwardAndReset instead of Backward and Reset: it hands each op's
+// buffers back as soon as its backward has run, so that the gradients of
+// the ops before it reuse them and the step holds about the forward pass's
+// activations, not those and all their gradients at once.
 //
 // Shape mismatches are programming errors in model code and panic with a
 // *ShapeError that names the operation and the shapes; entry points that take

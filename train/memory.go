@@ -21,10 +21,10 @@ type MemoryEstimate struct {
 	// Weights, Optimizer, Activations, Headroom and Base are bytes: the
 	// weights; their gradients and Adam's moments; what one step's forward
 	// and backward passes hold; the garbage collector's headroom over
-	// these three (half of them: the heap grows past the live data between
-	// collections); and what a run holds whatever the model (the Go
-	// runtime, the text tables, the validation set and its relevance
-	// matrices).
+	// these three (the heap grows past the live data between collections,
+	// by gcPercent while training); and what a run holds whatever the
+	// model (the Go runtime, the text tables, the validation set and its
+	// relevance matrices).
 	Weights, Optimizer, Activations, Headroom, Base float64
 	// Banks is MEMBER's memory banks in bytes (SetBanks; 0 for the other
 	// models): per stored image and caption its self-embedding and
@@ -71,11 +71,15 @@ func (e MemoryEstimate) String() string {
 // estimate of what the tape keeps per layer (inputs, attention maps,
 // feed-forward hidden values, and for the alignment loss TERAN's
 // region-word similarities of every image-caption pair of the batch), and
-// as much again for their gradients, plus half of all that for the garbage
-// collector's headroom, plus a fixed base. Checked against the peak RSS of
-// teran-mrsw-small on 8 regions (batch sizes 32, 64 and 128: measured
-// 499-531, 853-1002 and 1325-1339 MiB in several runs; estimated 686,
-// 1016 and 1804 MiB). Nonsense sizes give huge numbers, never an overflow.
+// half as much again for the gradients in flight (the backward pass hands
+// each op's buffers on to the gradients of the ops before it), plus the
+// garbage collector's headroom over all that (gcPercent), plus a fixed
+// base. Checked against the peak RSS of teran-mrsw-small on a 2,000-image
+// world of 8 regions and 256-d features (60 iterations and a validation of
+// 400 images): batch 32 and 128 measured 504 and 1173 MiB, estimated 567
+// and 1265 MiB; the paper's TERAN MrSw (batch 40, 36 regions) peaks at
+// 4.6-4.9 GiB in its training steps, estimated 8.3 GiB. Nonsense sizes
+// give huge numbers, never an overflow.
 func EstimateMemory(c Config, regions int) MemoryEstimate {
 	f := func(v int) float64 { return float64(v) }
 	mc := c.ModelConfig()
@@ -132,13 +136,13 @@ func EstimateMemory(c Config, regions int) MemoryEstimate {
 		Params:      p,
 		Weights:     4 * p,
 		Optimizer:   12 * p, // a gradient and Adam's two moments per weight
-		Activations: 2 * 4 * acts,
+		Activations: 1.5 * 4 * acts,
 		Base:        baseMemory,
 		BatchSize:   c.Training.BatchSize,
 		Regions:     regions,
 		Tokens:      int(t),
 	}
-	est.Headroom = 0.5 * (est.Weights + est.Optimizer + est.Activations)
+	est.Headroom = gcPercent / 100.0 * (est.Weights + est.Optimizer + est.Activations)
 	return est
 }
 

@@ -85,10 +85,10 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 	s.tp.Seed(s.tc.Seed, uint64(iter))
 	err = tensor.Try(func() {
 		l := s.obj.Loss(s.tp, s.m.EncodeImages(s.tp, b.Images), s.m.EncodeTexts(s.tp, b.Texts), b.Texts, iter)
-		s.tp.Backward(l)
 		loss = float64(l.Item())
+		s.tp.BackwardAndReset(l)
 	})
-	s.tp.Reset()
+	s.tp.Reset() // after a panic, BackwardAndReset has not reset
 	if err != nil {
 		s.opt.ZeroGrad()
 		return 0, err

@@ -302,6 +302,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer LeanGC()()
 	if resumed != nil {
 		if err := stepper.Load(resumed); err != nil {
 			return nil, fmt.Errorf("resume: %s: %w", lastPath, err)

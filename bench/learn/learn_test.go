@@ -11,6 +11,7 @@ import (
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/train"
 )
 
 func TestParse(t *testing.T) {
@@ -42,6 +43,37 @@ func TestParse(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestRunConfig checks what Train changes in a config: the seed when one is
+// given, and the epochs, so that the budget ends a run on a small set.
+func TestRunConfig(t *testing.T) {
+	for _, name := range DefaultModels {
+		own, err := train.LoadConfig(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, seed := range []uint64{0, 7} {
+			cfg, err := runConfig(name, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := own
+			want.Training.Epochs = maxEpochs
+			if seed != 0 {
+				want.Training.Seed = seed
+			}
+			if cfg.Marshal() != want.Marshal() {
+				t.Errorf("%s seed %d: config\n%s\nwant\n%s", name, seed, cfg.Marshal(), want.Marshal())
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+	if _, err := runConfig("no-such-config", 0); err == nil || !strings.Contains(err.Error(), "no-such-config") {
+		t.Errorf("unknown config: error %v", err)
 	}
 }
 

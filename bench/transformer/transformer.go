@@ -111,13 +111,12 @@ func run(ctx context.Context, opts bench.Options) error {
 	var mem memPeak
 	tp := tensor.NewTape()
 	step := func(i int) {
-		tp.Reset()
 		tp.Seed(1, uint64(i))
 		y := enc.Forward(tp, x, valid) // (B, T, D)
 		loss := tp.MeanAll(tp.Mul(y, y))
 		mem.sample()
-		tp.Backward(loss)
-		opt.StepAndZeroGrad() // step() then zero_grad(), in one pass
+		tp.BackwardAndReset(loss) // as train.Stepper steps
+		opt.StepAndZeroGrad()     // step() then zero_grad(), in one pass
 		mem.sample()
 	}
 	trainTimes := make([]float64, 0, cfg.Iters)

@@ -1,0 +1,113 @@
+package train
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/tensor"
+)
+
+// TestBackwardAndResetMatchesBackward checks, for every built-in small
+// config (every model and variant), that a step's gradients are the same,
+// bit for bit, whether the tape keeps every buffer until Reset (Backward,
+// Reset) or returns each op's buffers as soon as its backward has run
+// (BackwardAndReset, as Stepper.Step does), with released buffers poisoned
+// with NaN (TestMain sets tensor.PoisonReleased): a backward function that
+// read a value after its release would put NaN or other values into the
+// gradients.
+func TestBackwardAndResetMatchesBackward(t *testing.T) {
+	if !tensor.PoisonReleased {
+		t.Fatal("tensor.PoisonReleased is off: the test would not see a read after release")
+	}
+	names, err := filepath.Glob(filepath.Join("..", "configs", "*-small.yaml"))
+	if err != nil || len(names) < 10 {
+		t.Fatalf("configs: %d found, %v", len(names), err)
+	}
+	src, err := data.Source{Path: testWorld(t)}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := src.Load(context.Background(), "train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer split.Close()
+	for _, path := range names {
+		name := filepath.Base(path)
+		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
+			cfg := tinyConfig(t, name)
+			cfg.ImageModel.FeatDim = split.Images.D
+			cfg.Training.BatchSize = 12
+			if cfg.Model.Name == "vsepp" {
+				cfg.TextModel.Hidden = cfg.Model.EmbedSize
+			}
+			grads := func(release bool) [][]float32 {
+				mc := cfg.ModelConfig()
+				tok, err := model.BuildTokenizer(mc, split.Captions)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := model.New(mc, tok, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mem, ok := m.(model.Memorizer); ok {
+					img := make([]int, split.NumCaptions())
+					for c := range img {
+						img[c] = split.ImageOf(c)
+					}
+					if err := mem.BuildMemory(context.Background(), split.Images, split.Captions, img); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s, err := NewStepper(m, cfg.Training, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				caps := make([]int, cfg.Training.BatchSize)
+				for i := range caps {
+					caps[i] = 7 * i // several images, some with two captions
+				}
+				b := batchOf(m, split, caps)
+				tp := tensor.NewTape()
+				tp.Seed(1, 3) // dropout on
+				iter := cfg.Training.MaxViolationAfter + 1
+				l := s.obj.Loss(tp, m.EncodeImages(tp, b.Images), m.EncodeTexts(tp, b.Texts), b.Texts, iter)
+				if release {
+					tp.BackwardAndReset(l)
+				} else {
+					tp.Backward(l)
+					tp.Reset()
+				}
+				var out [][]float32
+				for _, p := range s.params {
+					out = append(out, append([]float32(nil), p.Grad...))
+				}
+				return out
+			}
+			want, got := grads(false), grads(true)
+			nonzero := 0
+			for i := range want {
+				if len(got[i]) != len(want[i]) {
+					t.Fatalf("parameter %d: %d gradient values, want %d", i, len(got[i]), len(want[i]))
+				}
+				for j, w := range want[i] {
+					if g := got[i][j]; math.Float32bits(g) != math.Float32bits(w) {
+						t.Fatalf("parameter %d value %d: gradient %g with release, %g without", i, j, g, w)
+					}
+					if w != 0 {
+						nonzero++
+					}
+				}
+			}
+			if nonzero == 0 {
+				t.Fatal("every gradient is zero: the test compares nothing")
+			}
+		})
+	}
+}
