@@ -60,3 +60,13 @@ func Output(cmd *exec.Cmd) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// LastLine returns the last non-empty line of a peer's output, where the
+// peers print their JSON result.
+func LastLine(b []byte) []byte {
+	b = bytes.TrimSpace(b)
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		return b[i+1:]
+	}
+	return b
+}

@@ -124,10 +124,11 @@ func checkMat(name string, trans bool, r, c int, x []float32, ld int) {
 	}
 }
 
-// SgemmSerial is Sgemm computed as one call on the calling goroutine: it is
-// never split across goroutines. Callers that already run many products in
-// parallel (one block of rows each) use it so that the blocks do not split
-// again.
+// SgemmSerial is Sgemm computed as one call on the calling goroutine: with
+// OpenBLAS it is never split across goroutines. Callers that already run
+// many products in parallel (one block of rows each) use it so that the
+// blocks do not split again. Other implementations (the pure-Go fallback,
+// whose gonum kernel uses goroutines of its own) compute it as Sgemm.
 func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return

@@ -15,6 +15,10 @@ func (a act) mode() int {
 	return 0
 }
 
+// modeScale is the vector kernel's mode that multiplies each row by a
+// vector (scaleCols), numbered after the activations of act.mode.
+const modeScale = 5
+
 // one computes the activation of a single value; the vector kernel computes
 // the same operations in the same order (the sigmoid excepted: there a
 // polynomial of 2^f within 2e-7 of exp).

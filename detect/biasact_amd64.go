@@ -55,7 +55,7 @@ func scaleCols(dst, src, y []float32, C int) {
 	c8 := 0
 	if hasFMA && n > 0 && C >= 8 {
 		c8 = C &^ 7
-		biasActAVX2(&dst[0], &src[0], &y[0], n/C, C, 5, 0, 0)
+		biasActAVX2(&dst[0], &src[0], &y[0], n/C, C, modeScale, 0, 0)
 	}
 	if c8 < C {
 		scaleColsGo(dst, src, y, C, c8)

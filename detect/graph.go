@@ -234,22 +234,30 @@ func fuseHardSwish(m *tfjs.Model, byName map[string]*gnode) {
 
 var convOps = map[string]bool{"_FusedConv2D": true, "Conv2D": true, "DepthwiseConv2dNative": true, "FusedDepthwiseConv2dNative": true}
 
+// actOf returns the activation of a graph op (or of an op fused into a
+// convolution): Relu, Relu6 or Sigmoid.
+func actOf(op string) (act, bool) {
+	switch op {
+	case "Relu":
+		return act{kind: "relu"}, true
+	case "Relu6":
+		return act{kind: "relu6"}, true
+	case "Sigmoid":
+		return act{kind: "sigmoid"}, true
+	}
+	return act{}, false
+}
+
 // fuseActivations folds a Relu, Relu6, Sigmoid or hard-swish into the convolution it
 // follows when that convolution has no other reader. The fused node takes the
 // activation's name.
 func fuseActivations(byName map[string]*gnode, consumers map[string]int) {
 	for name, n := range byName {
-		var a act
-		switch n.Op {
-		case "Relu":
-			a = act{kind: "relu"}
-		case "Relu6":
-			a = act{kind: "relu6"}
-		case "Sigmoid":
-			a = act{kind: "sigmoid"}
-		case "_HardSwish":
-			a = n.fused
-		default:
+		a, ok := actOf(n.Op)
+		if n.Op == "_HardSwish" {
+			a, ok = n.fused, true
+		}
+		if !ok {
 			continue
 		}
 		if len(n.Inputs) != 1 {

@@ -85,14 +85,9 @@ func (g *graph) add(n *gnode, m *tfjs.Model, inputShape shape) error {
 	case "_FusedConv2D", "Conv2D", "FusedDepthwiseConv2dNative", "DepthwiseConv2dNative":
 		return g.addConv(n, ins, inShapes, constOf)
 	case "_HardSwish", "Relu", "Relu6", "Sigmoid":
-		a := n.fused
-		switch n.Op {
-		case "Relu":
-			a = act{kind: "relu"}
-		case "Relu6":
-			a = act{kind: "relu6"}
-		case "Sigmoid":
-			a = act{kind: "sigmoid"}
+		a, ok := actOf(n.Op)
+		if !ok {
+			a = n.fused // _HardSwish
 		}
 		if len(ins) != 1 {
 			return fmt.Errorf("%d inputs, want 1", len(ins))
@@ -235,12 +230,8 @@ func (g *graph) addConv(n *gnode, ins []int, inShapes []shape, constOf func(int)
 			if a.kind != "" {
 				return fmt.Errorf("two activations on one convolution")
 			}
-			switch string(o) {
-			case "Relu":
-				a = act{kind: "relu"}
-			case "Relu6":
-				a = act{kind: "relu6"}
-			default:
+			var ok bool
+			if a, ok = actOf(string(o)); !ok || a.kind == "sigmoid" {
 				return fmt.Errorf("fused op %q is not supported", o)
 			}
 		}

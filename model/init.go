@@ -21,7 +21,7 @@ const wordEmbeddingBound = 0.1
 // uniformEmbedding returns a vocab x dim word-embedding table drawn from
 // U(-wordEmbeddingBound, wordEmbeddingBound).
 func uniformEmbedding(rng *rand.Rand, vocab, dim int) *nn.Embedding {
-	return &nn.Embedding{W: uniformTensor(rng, wordEmbeddingBound, vocab, dim)}
+	return &nn.Embedding{W: nn.Uniform(rng, wordEmbeddingBound, vocab, dim)}
 }
 
 // xavierLinear returns a linear map in -> out whose weight is drawn from
@@ -29,19 +29,9 @@ func uniformEmbedding(rng *rand.Rand, vocab, dim int) *nn.Embedding {
 // bias: the initialisation of VSE++'s image projection in its official
 // code (EncoderImagePrecomp.init_weights).
 func xavierLinear(rng *rand.Rand, in, out int, bias bool) *nn.Linear {
-	l := &nn.Linear{W: uniformTensor(rng, math.Sqrt(6/float64(in+out)), out, in)}
+	l := &nn.Linear{W: nn.Uniform(rng, math.Sqrt(6/float64(in+out)), out, in)}
 	if bias {
 		l.B = tensor.New(out).SetRequiresGrad(true)
 	}
 	return l
-}
-
-// uniformTensor returns a trainable tensor of the given shape drawn from
-// U(-bound, bound).
-func uniformTensor(rng *rand.Rand, bound float64, shape ...int) *tensor.Tensor {
-	t := tensor.New(shape...)
-	for i := range t.Data {
-		t.Data[i] = float32((2*rng.Float64() - 1) * bound)
-	}
-	return t.SetRequiresGrad(true)
 }

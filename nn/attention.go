@@ -29,7 +29,7 @@ func NewMultiheadAttention(rng *rand.Rand, d, heads int, dropout float32) *Multi
 		shapeErr("MultiheadAttention", "width %d does not split into %d heads", d, heads)
 	}
 	// xavier_uniform on (3D, D): fan_in D, fan_out 3D.
-	w := uniform(rng, math.Sqrt(6/float64(4*d)), 3*d, d)
+	w := Uniform(rng, math.Sqrt(6/float64(4*d)), 3*d, d)
 	out := NewLinear(rng, d, d, true)
 	clear(out.B.Data)
 	return &MultiheadAttention{InProjW: w, InProjB: zeros(3 * d), OutProj: out, Heads: heads, Dropout: dropout}

@@ -18,7 +18,7 @@ type Conv1d struct {
 // from U(-1/sqrt(in*kernel), 1/sqrt(in*kernel)).
 func NewConv1d(rng *rand.Rand, in, out, kernel, padding int) *Conv1d {
 	bound := kaimingBound(in * kernel)
-	return &Conv1d{W: uniform(rng, bound, out, in, kernel), B: uniform(rng, bound, out), Padding: padding}
+	return &Conv1d{W: Uniform(rng, bound, out, in, kernel), B: Uniform(rng, bound, out), Padding: padding}
 }
 
 // Forward convolves x (B, T, In) over time.

@@ -16,9 +16,9 @@ type Linear struct {
 // U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform with a = sqrt(5)).
 func NewLinear(rng *rand.Rand, in, out int, bias bool) *Linear {
 	bound := kaimingBound(in)
-	l := &Linear{W: uniform(rng, bound, out, in)}
+	l := &Linear{W: Uniform(rng, bound, out, in)}
 	if bias {
-		l.B = uniform(rng, bound, out)
+		l.B = Uniform(rng, bound, out)
 	}
 	return l
 }

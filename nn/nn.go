@@ -74,8 +74,8 @@ func (a Activation) Apply(tp *tensor.Tape, x *tensor.Tensor) *tensor.Tensor {
 	return tp.ReLU(x)
 }
 
-// uniform returns a trainable tensor with entries drawn from U(-bound, bound).
-func uniform(rng *rand.Rand, bound float64, shape ...int) *tensor.Tensor {
+// Uniform returns a trainable tensor with entries drawn from U(-bound, bound).
+func Uniform(rng *rand.Rand, bound float64, shape ...int) *tensor.Tensor {
 	t := tensor.New(shape...)
 	for i := range t.Data {
 		t.Data[i] = float32((2*rng.Float64() - 1) * bound)

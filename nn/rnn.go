@@ -35,10 +35,10 @@ func newRNN(rng *rand.Rand, in, hidden, layers, gates int, bidirectional bool) r
 		}
 		for d := 0; d < r.dirs(); d++ {
 			r.cells = append(r.cells, &RNNWeights{
-				WIH: uniform(rng, bound, gates*hidden, lin),
-				WHH: uniform(rng, bound, gates*hidden, hidden),
-				BIH: uniform(rng, bound, gates*hidden),
-				BHH: uniform(rng, bound, gates*hidden),
+				WIH: Uniform(rng, bound, gates*hidden, lin),
+				WHH: Uniform(rng, bound, gates*hidden, hidden),
+				BIH: Uniform(rng, bound, gates*hidden),
+				BHH: Uniform(rng, bound, gates*hidden),
 			})
 		}
 	}

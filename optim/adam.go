@@ -278,10 +278,7 @@ func adamKernelGo(p, grad, m, v []float32, u *update, beta1, beta2, omb1, omb2, 
 	grad, m, v = grad[:n], m[:n], v[:n]
 	stepSize, bc2Sqrt, l2, decayMul := u.stepSize, u.bc2Sqrt, u.l2, u.decayMul
 	for i := range p {
-		g := grad[i]
-		if scale != 1 {
-			g *= scale
-		}
+		g := grad[i] * scale // exact for 1, as the vector kernel does it
 		if zero {
 			grad[i] = 0
 		}

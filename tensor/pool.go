@@ -59,12 +59,3 @@ func (p *bufPool) put(b []float32) {
 	}
 	p.free[c] = append(p.free[c], b)
 }
-
-// count returns the number of free buffers.
-func (p *bufPool) count() int {
-	n := 0
-	for _, l := range p.free {
-		n += len(l)
-	}
-	return n
-}

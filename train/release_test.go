@@ -56,14 +56,8 @@ func TestBackwardAndResetMatchesBackward(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if mem, ok := m.(model.Memorizer); ok {
-					img := make([]int, split.NumCaptions())
-					for c := range img {
-						img[c] = split.ImageOf(c)
-					}
-					if err := mem.BuildMemory(context.Background(), split.Images, split.Captions, img); err != nil {
-						t.Fatal(err)
-					}
+				if err := buildMemory(context.Background(), m, split); err != nil {
+					t.Fatal(err)
 				}
 				s, err := NewStepper(m, cfg.Training, 10)
 				if err != nil {

@@ -272,16 +272,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
-		if mem, ok := m.(model.Memorizer); ok {
-			// A resumed run has its banks from the checkpoint.
-			captionImage := make([]int, trainSplit.NumCaptions())
-			for c := range captionImage {
-				captionImage[c] = trainSplit.ImageOf(c)
-			}
-			slog.Info("building the memory banks from the training set", "images", trainSplit.NumImages(), "captions", len(captionImage))
-			if err := mem.BuildMemory(ctx, trainSplit.Images, trainSplit.Captions, captionImage); err != nil {
-				return nil, err
-			}
+		// A resumed run has its banks from the checkpoint.
+		if err := buildMemory(ctx, m, trainSplit); err != nil {
+			return nil, err
 		}
 		st.BestRSum, st.BestNDCG = -1, -1
 		if o.Overwrite {
@@ -501,6 +494,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.Last = st.History[len(st.History)-1]
 	}
 	return res, nil
+}
+
+// buildMemory fills the memory banks of a model that has them (MEMBER)
+// from the training split s; other models need nothing.
+func buildMemory(ctx context.Context, m model.Model, s *data.Split) error {
+	mem, ok := m.(model.Memorizer)
+	if !ok {
+		return nil
+	}
+	captionImage := make([]int, s.NumCaptions())
+	for c := range captionImage {
+		captionImage[c] = s.ImageOf(c)
+	}
+	slog.Info("building the memory banks from the training set", "images", s.NumImages(), "captions", len(captionImage))
+	return mem.BuildMemory(ctx, s.Images, s.Captions, captionImage)
 }
 
 // batchOf gathers the captions caps of s and their images into a batch of

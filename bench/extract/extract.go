@@ -8,7 +8,6 @@
 package extract
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -167,7 +166,7 @@ func runTorch(ctx context.Context, opts bench.Options, d *detect.Detector, dir, 
 		return nil, 0, err
 	}
 	var p peerResult
-	if err := json.Unmarshal(lastLine(out), &p); err != nil || p.Seconds <= 0 {
+	if err := json.Unmarshal(bench.LastLine(out), &p); err != nil || p.Seconds <= 0 {
 		return nil, 0, fmt.Errorf("peer output %q: %v", out, err)
 	}
 	theirs, err := readF32(kp)
@@ -201,33 +200,22 @@ func concurrent(ctx context.Context, d *detect.Detector, img []float32, o detect
 		next <- struct{}{}
 	}
 	close(next)
-	errs := make(chan error, workers)
 	t0, c0 := time.Now(), bench.CPUSeconds()
-	for range workers {
-		go func() {
-			for range next {
-				if err := ctx.Err(); err != nil {
-					errs <- err
-					return
-				}
-				out, err := d.Run(ctx, img, o)
-				if err != nil {
-					errs <- err
-					return
-				}
-				out.Release()
+	err := inParallel(workers, func(int) error {
+		for range next {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			errs <- nil
-		}()
-	}
-	var first error
-	for range workers {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+			out, err := d.Run(ctx, img, o)
+			if err != nil {
+				return err
+			}
+			out.Release()
 		}
-	}
-	if first != nil {
-		return 0, 0, first
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	return float64(iters) / time.Since(t0).Seconds(), (bench.CPUSeconds() - c0) / float64(iters), nil
 }
@@ -243,30 +231,30 @@ func runTorchProcs(ctx context.Context, opts bench.Options, dir string, iters, p
 	}
 	defer os.RemoveAll(barrier)
 	each := max(iters/procs, 1)
+	// A peer that fails ends the others, which would wait at the barrier
+	// for it for ever.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	outs := make([]*peerResult, procs)
-	errs := make(chan error, procs)
-	for i := range procs {
-		go func() {
-			out, err := bench.RunPeer(ctx, opts, "peer_centernet.py", []string{"torch", "numpy"},
-				"--model", dir, "--iters", fmt.Sprint(each), "--threads", "1", "--barrier", barrier, "--procs", fmt.Sprint(procs))
-			if err == nil {
-				var p peerResult
-				if err = json.Unmarshal(lastLine(out), &p); err == nil && (p.Seconds <= 0 || p.End <= p.Start) {
-					err = fmt.Errorf("peer output %q has no timing", out)
-				}
-				outs[i] = &p
-			}
-			errs <- err
-		}()
-	}
-	var first error
-	for range procs {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+	err = inParallel(procs, func(i int) error {
+		out, err := bench.RunPeer(ctx, opts, "peer_centernet.py", []string{"torch", "numpy"},
+			"--model", dir, "--iters", fmt.Sprint(each), "--threads", "1", "--barrier", barrier, "--procs", fmt.Sprint(procs))
+		var p peerResult
+		if err == nil {
+			err = json.Unmarshal(bench.LastLine(out), &p)
 		}
-	}
-	if first != nil {
-		return nil, first
+		if err == nil && (p.Seconds <= 0 || p.End <= p.Start) {
+			err = fmt.Errorf("peer output %q has no timing", out)
+		}
+		if err != nil {
+			cancel()
+			return err
+		}
+		outs[i] = &p
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sum := &peerResult{Version: outs[0].Version, Threads: 1, Start: outs[0].Start, End: outs[0].End}
 	for _, p := range outs {
@@ -276,6 +264,22 @@ func runTorchProcs(ctx context.Context, opts bench.Options, dir string, iters, p
 	}
 	sum.Seconds = sum.End - sum.Start
 	return sum, nil
+}
+
+// inParallel runs f(0) .. f(n-1) on n goroutines and returns the first
+// error any of them returned, once all have ended.
+func inParallel(n int, f func(i int) error) error {
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- f(i) }()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // runTFJS times tools/centernet_tfjs.js when node and the npm package are there.
@@ -301,7 +305,7 @@ func runTFJS(ctx context.Context, dir, work string, iters int) (*peerResult, err
 		return nil, err
 	}
 	var p peerResult
-	if err := json.Unmarshal(lastLine(out), &p); err != nil || p.Seconds <= 0 {
+	if err := json.Unmarshal(bench.LastLine(out), &p); err != nil || p.Seconds <= 0 {
 		return nil, fmt.Errorf("tfjs output %q: %v", out, err)
 	}
 	return &p, nil
@@ -325,12 +329,4 @@ func readF32(path string) ([]float32, error) {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v, nil
-}
-
-func lastLine(b []byte) []byte {
-	b = bytes.TrimSpace(b)
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		return b[i+1:]
-	}
-	return b
 }

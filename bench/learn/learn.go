@@ -55,6 +55,10 @@ type params struct {
 	trainImages int
 }
 
+// peerSeed is the seed of the train subset and of the peer: seed, or 1 when
+// none is given (the models then keep their configs' own seeds).
+func (p params) peerSeed() uint64 { return max(p.seed, 1) }
+
 func parse(opts bench.Options) (params, error) {
 	p := params{budget: 4 * time.Minute, models: DefaultModels}
 	if opts.Quick {
@@ -88,13 +92,13 @@ func run(ctx context.Context, opts bench.Options) error {
 	}
 	src, dataDir, subset := data.Source{Path: p.data}, p.data, ""
 	if p.trainImages > 0 {
-		dir, total, err := writeSubset(ctx, src, p.trainImages, max(p.seed, 1))
+		dir, total, err := writeSubset(ctx, src, p.trainImages, p.peerSeed())
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
 		src, dataDir = data.Source{Path: dir}, dir
-		subset = fmt.Sprintf("; trained on %d of the %d train images (seed %d)", p.trainImages, total, max(p.seed, 1))
+		subset = fmt.Sprintf("; trained on %d of the %d train images (seed %d)", p.trainImages, total, p.peerSeed())
 	}
 	test, err := src.Load(ctx, "test")
 	if err != nil {
@@ -109,7 +113,7 @@ func run(ctx context.Context, opts bench.Options) error {
 	peer, peerRSum, noPeer := "", 0.0, ""
 	if !opts.NoPeer {
 		out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", dataDir,
-			"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(max(p.seed, 1), 10))
+			"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(p.peerSeed(), 10))
 		if err != nil {
 			noPeer = "; no peer: " + err.Error()
 		} else {

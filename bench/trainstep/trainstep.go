@@ -6,7 +6,6 @@
 package trainstep
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -244,7 +243,7 @@ func runPeers(ctx context.Context, opts bench.Options, s *setup, steps int) ([]*
 			return nil, err
 		}
 		var p peerResult
-		if err := json.Unmarshal(lastLine(b), &p); err != nil {
+		if err := json.Unmarshal(bench.LastLine(b), &p); err != nil {
 			return nil, fmt.Errorf("peer output %q: %w", b, err)
 		}
 		if err := checkParams(p.Params, s.params); err != nil {
@@ -284,14 +283,4 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// lastLine returns the last line of b, trimmed: the peer's JSON, after
-// whatever PyTorch may have printed before it.
-func lastLine(b []byte) []byte {
-	b = bytes.TrimSpace(b)
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		return b[i+1:]
-	}
-	return b
 }

@@ -205,10 +205,13 @@ func BenchmarkStep(b *testing.B) {
 }
 
 // BenchmarkParts times the parts of the step of BenchmarkStep one after the
-// other, as train.Stepper.Step runs them (the alignment objective of TERAN
-// configs): the visual and the textual forward, the loss, backward, the
-// clip and Adam; plus the garbage collector's CPU time and the page faults
-// per step (the cost of allocation). clip=fused is train.Stepper's way (the
+// other, in train.Stepper.Step's order (the alignment objective of TERAN
+// configs): the visual and the textual forward, the loss, backward (with
+// BackwardAndReset, as the stepper), the clip and Adam; plus the garbage
+// collector's CPU time and the page faults per step (the cost of
+// allocation). It differs from the stepper in its Adam, one group at the
+// config's lr where the stepper gives BERT a group of its own: the same
+// arithmetic per element. clip=fused is train.Stepper's way (the
 // gradients' norm, then Adam applies the clip as it reads them);
 // clip=separate is ClipGradNorm then Adam, one more pass over the gradients.
 func BenchmarkParts(b *testing.B) {
@@ -240,8 +243,7 @@ func BenchmarkParts(b *testing.B) {
 		lap(1)
 		loss := train.ContrastiveLoss(tp, model.Similarity(tp, img, txt, tc.AlignmentMode), tc.Margin, tc.MaxViolation && iter >= tc.MaxViolationAfter)
 		lap(2)
-		tp.Backward(loss)
-		tp.Reset()
+		tp.BackwardAndReset(loss)
 		lap(3)
 		if fused {
 			scale, _ := optim.ClipScale(params, tc.GradClip)

@@ -5,7 +5,6 @@
 package transformer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -195,20 +194,10 @@ func runPeer(ctx context.Context, opts bench.Options, cfg config) (*peerResult, 
 		return nil, err
 	}
 	var p peerResult
-	if err := json.Unmarshal(lastLine(out), &p); err != nil {
+	if err := json.Unmarshal(bench.LastLine(out), &p); err != nil {
 		return nil, fmt.Errorf("peer output %q: %w", out, err)
 	}
 	return &p, nil
-}
-
-// lastLine returns the last line of b, trimmed: the peer's JSON, after
-// whatever PyTorch may have printed before it.
-func lastLine(b []byte) []byte {
-	b = bytes.TrimSpace(b)
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		return b[i+1:]
-	}
-	return b
 }
 
 // memPeak tracks the largest Go heap seen at the sample points.
