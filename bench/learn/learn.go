@@ -13,6 +13,13 @@
 // the unchanged dev and test splits to a temporary precomp directory: how
 // the models learn on a smaller set than the one their defaults were
 // chosen on.
+//
+// repeats=N trains every model and the peer N times on the same data, with
+// seeds seed, seed+1, ... (1, 2, ... when no seed is given), and reports
+// the mean of each metric, each run's rsum in the note, and the ratio of
+// the means: on a small set one run's test rsum moves by 10 to 30 with the
+// seed (and with the thread count, through the order of its sums), as the
+// best checkpoint is picked on a small dev split.
 package learn
 
 import (
@@ -33,10 +40,10 @@ import (
 )
 
 // Benchmark is `xmr bench learn data=DIR [budget=4m] [models=a,b,...]
-// [seed=N] [train-images=N]`.
+// [seed=N] [train-images=N] [repeats=N]`.
 var Benchmark = bench.Benchmark{
 	Name:    "learn",
-	Summary: "train each model for the same budget on a data set and compare test recall with VSE++ in PyTorch [data=DIR budget=4m models=" + strings.Join(DefaultModels, ",") + " seed=N train-images=N (the same N train images, drawn by seed, for every model and the peer; default all)]",
+	Summary: "train each model for the same budget on a data set and compare test recall with VSE++ in PyTorch [data=DIR budget=4m models=" + strings.Join(DefaultModels, ",") + " seed=N train-images=N (the same N train images, drawn by seed, for every model and the peer; default all) repeats=N (N runs of each with seeds seed, seed+1, ...; the means are reported)]",
 	Run:     run,
 }
 
@@ -53,23 +60,38 @@ type params struct {
 	// trainImages, when above 0, is the number of train images to train
 	// on (see writeSubset).
 	trainImages int
+	// repeats is the number of runs of each model and of the peer, with
+	// seeds peerSeed(), peerSeed()+1, ... (see runSeed).
+	repeats int
 }
 
 // peerSeed is the seed of the train subset and of the peer: seed, or 1 when
 // none is given (the models then keep their configs' own seeds).
 func (p params) peerSeed() uint64 { return max(p.seed, 1) }
 
+// runSeed is the model seed of run k (0-based): p.seed for the first run
+// (0: the configs' own seeds), peerSeed()+k for the others.
+func (p params) runSeed(k int) uint64 {
+	if k == 0 {
+		return p.seed
+	}
+	return p.peerSeed() + uint64(k)
+}
+
 func parse(opts bench.Options) (params, error) {
-	p := params{budget: 4 * time.Minute, models: DefaultModels}
+	p := params{budget: 4 * time.Minute, models: DefaultModels, repeats: 1}
 	if opts.Quick {
 		p.budget, p.models = 10*time.Second, []string{"tern-small", "vsepp-small"}
 	}
-	err := bench.ParseArgs("learn", opts.Args, map[string]any{"data": &p.data, "budget": &p.budget, "models": &p.models, "seed": &p.seed, "train-images": &p.trainImages})
+	err := bench.ParseArgs("learn", opts.Args, map[string]any{"data": &p.data, "budget": &p.budget, "models": &p.models, "seed": &p.seed, "train-images": &p.trainImages, "repeats": &p.repeats})
 	if err != nil {
 		return p, err
 	}
 	if p.budget <= 0 {
 		return p, fmt.Errorf("learn: budget=%v: want a positive duration such as 4m", p.budget)
+	}
+	if p.repeats < 1 {
+		return p, fmt.Errorf("learn: repeats=%d: want 1 or more runs of each model", p.repeats)
 	}
 	if p.data == "" {
 		return p, fmt.Errorf("learn: give data=DIR, a data set with train, dev and test splits (e.g. data=../shared/data/flickr8k-mini)")
@@ -112,36 +134,116 @@ func run(ctx context.Context, opts bench.Options) error {
 
 	peer, peerRSum, noPeer := "", 0.0, ""
 	if !opts.NoPeer {
-		out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", dataDir,
-			"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(p.peerSeed(), 10))
-		if err != nil {
-			noPeer = "; no peer: " + err.Error()
-		} else {
+		var runs []run1
+		version := ""
+		for k := range p.repeats {
+			out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", dataDir,
+				"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(p.peerSeed()+uint64(k), 10))
+			if err != nil {
+				noPeer = "; no peer: " + err.Error()
+				runs = nil
+				break
+			}
 			var r peerResult
 			if err := json.Unmarshal(out, &r); err != nil {
 				return fmt.Errorf("learn: peer output %q: %w", out, err)
 			}
-			peer, peerRSum = "vsepp.py (PyTorch "+r.Version+")", r.Test["rsum"]
-			note := fmt.Sprintf("%d iterations in %.0f s", r.Iters, r.TrainS)
-			if c := os.Getenv("OPENBLAS_CORETYPE"); c != "" {
-				note += "; OPENBLAS_CORETYPE=" + c
-			}
-			emitMetrics(opts, "learn/vsepp-pytorch", eval.Metrics{
+			version = r.Version
+			runs = append(runs, run1{seed: p.peerSeed() + uint64(k), iters: r.Iters, trainS: r.TrainS, stopped: "budget", metrics: eval.Metrics{
 				I2T:  eval.Recall{R1: r.Test["r1_i2t"], R5: r.Test["r5_i2t"], R10: r.Test["r10_i2t"]},
 				T2I:  eval.Recall{R1: r.Test["r1_t2i"], R5: r.Test["r5_t2i"], R10: r.Test["r10_t2i"]},
 				RSum: r.Test["rsum"],
-			}, "", 0, note+subset)
+			}})
+		}
+		if runs != nil {
+			m := meanMetrics(runs)
+			peer, peerRSum = "vsepp.py (PyTorch "+version+")", m.RSum
+			note := runsNote(runs)
+			if c := os.Getenv("OPENBLAS_CORETYPE"); c != "" {
+				note += "; OPENBLAS_CORETYPE=" + c
+			}
+			emitMetrics(opts, "learn/vsepp-pytorch", m, "", 0, note+subset)
 		}
 	}
 	for _, name := range p.models {
-		o, err := Train(ctx, name, src, test, rel, p.budget, p.seed)
-		if err != nil {
-			return err
+		var runs []run1
+		for k := range p.repeats {
+			o, err := Train(ctx, name, src, test, rel, p.budget, p.runSeed(k))
+			if err != nil {
+				return err
+			}
+			runs = append(runs, run1{seed: max(p.runSeed(k), 1), iters: o.Iters, trainS: o.TrainS, stopped: o.Stopped, metrics: o.Metrics})
 		}
-		emitMetrics(opts, "learn/"+name, o.Metrics, peer, peerRSum,
-			fmt.Sprintf("%d iterations in %.0f s (%s)%s", o.Iters, o.TrainS, o.Stopped, noPeer+subset))
+		emitMetrics(opts, "learn/"+name, meanMetrics(runs), peer, peerRSum, runsNote(runs)+noPeer+subset)
 	}
 	return nil
+}
+
+// run1 is one training run of a model or of the peer.
+type run1 struct {
+	seed    uint64
+	iters   int
+	trainS  float64
+	stopped string
+	metrics eval.Metrics
+}
+
+// runsNote describes the runs behind a result: the iterations, time and
+// stop reason of one run; the seeds, each run's test rsum and iterations
+// and the spread of several.
+func runsNote(runs []run1) string {
+	if len(runs) == 1 {
+		r := runs[0]
+		return fmt.Sprintf("%d iterations in %.0f s (%s)", r.iters, r.trainS, r.stopped)
+	}
+	parts := make([]string, len(runs))
+	lo, hi := runs[0].metrics.RSum, runs[0].metrics.RSum
+	for i, r := range runs {
+		parts[i] = fmt.Sprintf("seed %d: %.1f (%d iterations in %.0f s, %s)", r.seed, r.metrics.RSum, r.iters, r.trainS, r.stopped)
+		lo, hi = min(lo, r.metrics.RSum), max(hi, r.metrics.RSum)
+	}
+	return fmt.Sprintf("mean of %d runs, rsum %.1f to %.1f; %s", len(runs), lo, hi, strings.Join(parts, "; "))
+}
+
+// meanMetrics is the mean of the runs' recalls, rsum and NDCG (the
+// relevances every run has).
+func meanMetrics(runs []run1) eval.Metrics {
+	var m eval.Metrics
+	n := float64(len(runs))
+	for _, r := range runs {
+		x := r.metrics
+		m.I2T.R1 += x.I2T.R1 / n
+		m.I2T.R5 += x.I2T.R5 / n
+		m.I2T.R10 += x.I2T.R10 / n
+		m.I2T.MedR += x.I2T.MedR / n
+		m.I2T.MeanR += x.I2T.MeanR / n
+		m.T2I.R1 += x.T2I.R1 / n
+		m.T2I.R5 += x.T2I.R5 / n
+		m.T2I.R10 += x.T2I.R10 / n
+		m.T2I.MedR += x.T2I.MedR / n
+		m.T2I.MeanR += x.T2I.MeanR / n
+		m.RSum += x.RSum / n
+	}
+	for name := range runs[0].metrics.NDCG {
+		var s eval.NDCGScore
+		all := true
+		for _, r := range runs {
+			v, ok := r.metrics.NDCG[name]
+			if !ok {
+				all = false
+				break
+			}
+			s.I2T += v.I2T / n
+			s.T2I += v.T2I / n
+		}
+		if all {
+			if m.NDCG == nil {
+				m.NDCG = map[string]eval.NDCGScore{}
+			}
+			m.NDCG[name] = s
+		}
+	}
+	return m
 }
 
 // peerResult is what tools/vsepp.py prints.

@@ -2,8 +2,11 @@ package learn
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,14 +31,16 @@ func TestParse(t *testing.T) {
 		{[]string{"data=d", "seed=x"}, `seed="x"`},
 		{[]string{"data=d", "train-images=-3"}, `train-images="-3": want a whole number`},
 		{[]string{"data=d", "train-images=many"}, `train-images="many"`},
-		{[]string{"data=d", "budget=30s", "models=tern-small,vsepp-small", "seed=2", "train-images=90"}, ""},
+		{[]string{"data=d", "repeats=0"}, "repeats=0: want 1 or more"},
+		{[]string{"data=d", "repeats=two"}, `repeats="two"`},
+		{[]string{"data=d", "budget=30s", "models=tern-small,vsepp-small", "seed=2", "train-images=90", "repeats=3"}, ""},
 	}
 	for _, c := range cases {
 		p, err := parse(bench.Options{Args: c.args})
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("%q: %v", c.args, err)
-			} else if p.budget != 30*time.Second || strings.Join(p.models, ",") != "tern-small,vsepp-small" || p.seed != 2 || p.trainImages != 90 {
+			} else if p.budget != 30*time.Second || strings.Join(p.models, ",") != "tern-small,vsepp-small" || p.seed != 2 || p.trainImages != 90 || p.repeats != 3 {
 				t.Errorf("%q: parsed %+v", c.args, p)
 			}
 			continue
@@ -43,6 +48,51 @@ func TestParse(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestRunSeeds checks the seeds of repeated runs: the configs' own (0)
+// then 2, 3, ... without seed=N; N, N+1, ... with it.
+func TestRunSeeds(t *testing.T) {
+	for _, c := range []struct {
+		seed uint64
+		want []uint64
+	}{{0, []uint64{0, 2, 3}}, {5, []uint64{5, 6, 7}}} {
+		p := params{seed: c.seed, repeats: 3}
+		for k, w := range c.want {
+			if got := p.runSeed(k); got != w {
+				t.Errorf("seed=%d run %d: seed %d, want %d", c.seed, k, got, w)
+			}
+		}
+	}
+}
+
+// TestMeanMetrics checks the means reported for repeated runs and the
+// note that lists the runs.
+func TestMeanMetrics(t *testing.T) {
+	runs := []run1{
+		{seed: 1, iters: 10, trainS: 5, stopped: "budget", metrics: eval.Metrics{I2T: eval.Recall{R1: 10, R5: 20, R10: 30}, T2I: eval.Recall{R1: 4, MedR: 3}, RSum: 64,
+			NDCG: map[string]eval.NDCGScore{"rouge-l": {I2T: 0.5, T2I: 0.25}, "spice": {I2T: 1}}}},
+		{seed: 2, iters: 12, trainS: 6, stopped: "early stop", metrics: eval.Metrics{I2T: eval.Recall{R1: 20, R5: 40, R10: 50}, T2I: eval.Recall{R1: 8, MedR: 5}, RSum: 118,
+			NDCG: map[string]eval.NDCGScore{"rouge-l": {I2T: 0.7, T2I: 0.75}}}},
+	}
+	m := meanMetrics(runs)
+	want := eval.Metrics{I2T: eval.Recall{R1: 15, R5: 30, R10: 40}, T2I: eval.Recall{R1: 6, MedR: 4}, RSum: 91,
+		NDCG: map[string]eval.NDCGScore{"rouge-l": {I2T: 0.6, T2I: 0.5}}}
+	if m.I2T != want.I2T || m.T2I != want.T2I || m.RSum != want.RSum || len(m.NDCG) != 1 || math.Abs(m.NDCG["rouge-l"].I2T-0.6) > 1e-12 || m.NDCG["rouge-l"].T2I != 0.5 {
+		t.Errorf("mean %+v, want %+v", m, want)
+	}
+	note := runsNote(runs)
+	for _, w := range []string{"mean of 2 runs, rsum 64.0 to 118.0", "seed 1: 64.0 (10 iterations in 5 s, budget)", "seed 2: 118.0 (12 iterations in 6 s, early stop)"} {
+		if !strings.Contains(note, w) {
+			t.Errorf("note %q lacks %q", note, w)
+		}
+	}
+	if got := runsNote(runs[:1]); got != "10 iterations in 5 s (budget)" {
+		t.Errorf("one run's note %q", got)
+	}
+	if got := meanMetrics(runs[:1]); got.RSum != 64 || got.NDCG["spice"].I2T != 1 {
+		t.Errorf("one run's mean %+v", got)
 	}
 }
 
@@ -115,5 +165,42 @@ func TestTrain(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("the run directory was left behind: %v", left)
+	}
+}
+
+// TestRunRepeats runs the benchmark with repeats=2 (no peer) on 20 train
+// images of flickr8k-mini: each model trains twice with seeds 1 and 2 and
+// is reported once, as the mean of the two runs that its note lists.
+func TestRunRepeats(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "data", "flickr8k-mini")
+	if _, err := os.Stat(filepath.Join(dir, "test_ims.npy")); err != nil {
+		t.Skipf("the real mini set is not here: %v", err)
+	}
+	var got []bench.Result
+	opts := bench.Options{NoPeer: true, Emit: func(r bench.Result) { got = append(got, r) },
+		Args: []string{"data=" + dir, "budget=2s", "models=seam-e-small", "train-images=20", "repeats=2"}}
+	if err := run(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	var rsum *bench.Result
+	for i := range got {
+		if got[i].Metric == "test rsum" {
+			if rsum != nil {
+				t.Fatalf("two rsum results: %+v and %+v", *rsum, got[i])
+			}
+			rsum = &got[i]
+		}
+	}
+	if rsum == nil || rsum.Name != "learn/seam-e-small" {
+		t.Fatalf("results %+v: no test rsum of seam-e-small", got)
+	}
+	m := regexp.MustCompile(`seed 1: ([0-9.]+) .*seed 2: ([0-9.]+) `).FindStringSubmatch(rsum.Note)
+	if m == nil {
+		t.Fatalf("note %q: no runs with seeds 1 and 2", rsum.Note)
+	}
+	r1, _ := strconv.ParseFloat(m[1], 64)
+	r2, _ := strconv.ParseFloat(m[2], 64)
+	if math.Abs(rsum.Value-(r1+r2)/2) > 0.1 || !strings.Contains(rsum.Note, "mean of 2 runs") || !strings.Contains(rsum.Note, "20 of the 181 train images") {
+		t.Errorf("rsum %.2f with note %q: want the mean of its runs on 20 images", rsum.Value, rsum.Note)
 	}
 }

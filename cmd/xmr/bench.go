@@ -63,6 +63,7 @@ func init() {
   xmr bench seam-text 25 100 500
   xmr bench learn data=../shared/data/flickr8k-mini budget=4m   # every model vs VSE++ in PyTorch
   xmr bench learn data=../shared/data/flickr8k-mini budget=2m train-images=90   # the same on 90 of the 181 train images
+  xmr bench learn data=../shared/data/flickr8k-mini budget=2m repeats=3   # each model and the peer 3 times (seeds 1-3), mean rsum
   xmr bench transformer --python /usr/bin/python3
   xmr bench gemm --no-peer`,
 		setFlags: func(fs *flag.FlagSet) {
