@@ -83,6 +83,22 @@ type pstate struct {
 // before the moment estimates are updated (an L2 penalty).
 func NewAdam(groups []Group, cfg Config) (*Adam, error) { return newAdam(groups, cfg, false) }
 
+// WithDefaults returns c with PyTorch's defaults in place of the zero
+// Beta1 (0.9), Beta2 (0.999) and Eps (1e-8): the settings NewAdam and
+// NewAdamW use.
+func (c Config) WithDefaults() Config {
+	if c.Beta1 == 0 {
+		c.Beta1 = 0.9
+	}
+	if c.Beta2 == 0 {
+		c.Beta2 = 0.999
+	}
+	if c.Eps == 0 {
+		c.Eps = 1e-8
+	}
+	return c
+}
+
 // NewAdamW returns AdamW: weight decay multiplies each parameter by
 // 1 - lr*WeightDecay before the Adam update, apart from the gradient.
 func NewAdamW(groups []Group, cfg Config) (*Adam, error) { return newAdam(groups, cfg, true) }
@@ -92,15 +108,7 @@ func newAdam(groups []Group, cfg Config, decoupled bool) (*Adam, error) {
 	if decoupled {
 		kind = "AdamW"
 	}
-	if cfg.Beta1 == 0 {
-		cfg.Beta1 = 0.9
-	}
-	if cfg.Beta2 == 0 {
-		cfg.Beta2 = 0.999
-	}
-	if cfg.Eps == 0 {
-		cfg.Eps = 1e-8
-	}
+	cfg = cfg.WithDefaults()
 	if !(cfg.Beta1 > 0 && cfg.Beta1 < 1) || !(cfg.Beta2 > 0 && cfg.Beta2 < 1) {
 		return nil, fmt.Errorf("optim: %s: betas (%g, %g) must lie in (0, 1)", kind, cfg.Beta1, cfg.Beta2)
 	}

@@ -553,3 +553,23 @@ func benchmarkStep(b *testing.B, step func(*Adam)) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6/(float64(n)/1e6), "ms/Mparam")
 }
+
+// TestWithDefaults checks the defaults that NewAdam fills in and that the
+// train-step benchmark passes to its peer: PyTorch's, and only for zeros.
+func TestWithDefaults(t *testing.T) {
+	if got := (Config{}).WithDefaults(); got.Beta1 != 0.9 || got.Beta2 != 0.999 || got.Eps != 1e-8 {
+		t.Errorf("defaults %+v", got)
+	}
+	c := Config{Beta1: 0.8, Beta2: 0.99, Eps: 1e-6}
+	if got := c.WithDefaults(); got.Beta1 != 0.8 || got.Beta2 != 0.99 || got.Eps != 1e-6 {
+		t.Errorf("set values replaced: %+v", got)
+	}
+	p := tensor.FromData([]float32{1}, 1).SetRequiresGrad(true)
+	o, err := NewAdam([]Group{{Params: []*tensor.Tensor{p}}}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Config() != (Config{}).WithDefaults() {
+		t.Errorf("NewAdam's config %+v, want %+v", o.Config(), (Config{}).WithDefaults())
+	}
+}

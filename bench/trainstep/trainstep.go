@@ -20,6 +20,7 @@ import (
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/blas"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/optim"
 	"github.com/xmr-project/xmr/tensor"
 	"github.com/xmr-project/xmr/text"
 	"github.com/xmr-project/xmr/train"
@@ -223,7 +224,7 @@ func peerArgs(s *setup, threads, steps int) ([]string, error) {
 		"--embed", fmt.Sprint(jm.EmbedSize), "--layers", fmt.Sprint(jm.Layers), "--heads", fmt.Sprint(jm.Heads), "--ff", fmt.Sprint(jm.FF),
 		"--dropout", f(float64(jm.Dropout)), "--shared", strconv.Itoa(b2i(jm.SharedTransformer)),
 		"--batch", fmt.Sprint(tc.BatchSize), "--regions", fmt.Sprint(regions), "--words", fmt.Sprint(words),
-		"--lr", f(tc.LR), "--bert-lr", f(tc.BERTLR), "--beta1", f(beta1(tc.Beta1)), "--grad-clip", f(tc.GradClip),
+		"--lr", f(tc.LR), "--bert-lr", f(tc.BERTLR), "--beta1", f(optim.Config{Beta1: tc.Beta1}.WithDefaults().Beta1), "--grad-clip", f(tc.GradClip),
 		"--margin", f(float64(tc.Margin)), "--max-violation", strconv.Itoa(b2i(mv)),
 		"--threads", fmt.Sprint(threads), "--warmup", "1", "--steps", fmt.Sprint(steps),
 	}, nil
@@ -269,13 +270,6 @@ func threadCounts(n int) []int {
 		return []int{1}
 	}
 	return []int{1, n}
-}
-
-func beta1(b float64) float64 {
-	if b == 0 {
-		return 0.9 // optim.Config's default
-	}
-	return b
 }
 
 func b2i(b bool) int {
