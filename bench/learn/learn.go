@@ -60,8 +60,8 @@ type params struct {
 	// trainImages, when above 0, is the number of train images to train
 	// on (see writeSubset).
 	trainImages int
-	// repeats is the number of runs of each model and of the peer, with
-	// seeds peerSeed(), peerSeed()+1, ... (see runSeed).
+	// repeats is the number of runs of each model and of the peer (their
+	// seeds: runSeed).
 	repeats int
 }
 
@@ -69,10 +69,11 @@ type params struct {
 // none is given (the models then keep their configs' own seeds).
 func (p params) peerSeed() uint64 { return max(p.seed, 1) }
 
-// runSeed is the model seed of run k (0-based): p.seed for the first run
-// (0: the configs' own seeds), peerSeed()+k for the others.
+// runSeed is the seed of run k (0-based) of a model and of the peer:
+// peerSeed()+k when runs repeat; for a single run p.seed, where 0 keeps the
+// configs' own seeds.
 func (p params) runSeed(k int) uint64 {
-	if k == 0 {
+	if p.repeats <= 1 {
 		return p.seed
 	}
 	return p.peerSeed() + uint64(k)
@@ -139,8 +140,9 @@ func run(ctx context.Context, opts bench.Options) error {
 		var runs []run1
 		version := ""
 		for k := range p.repeats {
+			seed := max(p.runSeed(k), 1)
 			out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", dataDir,
-				"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(p.peerSeed()+uint64(k), 10))
+				"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(seed, 10))
 			if err != nil {
 				noPeer = "; no peer: " + err.Error()
 				runs = nil
@@ -151,7 +153,7 @@ func run(ctx context.Context, opts bench.Options) error {
 				return fmt.Errorf("learn: peer output %q: %w", out, err)
 			}
 			version = r.Version
-			runs = append(runs, run1{seed: p.peerSeed() + uint64(k), iters: r.Iters, trainS: r.TrainS, stopped: "budget", metrics: eval.Metrics{
+			runs = append(runs, run1{seed: seed, iters: r.Iters, trainS: r.TrainS, stopped: "budget", metrics: eval.Metrics{
 				I2T:  eval.Recall{R1: r.Test["r1_i2t"], R5: r.Test["r5_i2t"], R10: r.Test["r10_i2t"]},
 				T2I:  eval.Recall{R1: r.Test["r1_t2i"], R5: r.Test["r5_t2i"], R10: r.Test["r10_t2i"]},
 				RSum: r.Test["rsum"],

@@ -51,14 +51,16 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// TestRunSeeds checks the seeds of repeated runs: the configs' own (0)
-// then 2, 3, ... without seed=N; N, N+1, ... with it.
+// TestRunSeeds checks the seeds of the runs: 1, 2, 3 without seed=N and
+// N, N+1, N+2 with it when runs repeat; a single run keeps seed=N, or the
+// configs' own (0) without it.
 func TestRunSeeds(t *testing.T) {
 	for _, c := range []struct {
-		seed uint64
-		want []uint64
-	}{{0, []uint64{0, 2, 3}}, {5, []uint64{5, 6, 7}}} {
-		p := params{seed: c.seed, repeats: 3}
+		seed    uint64
+		repeats int
+		want    []uint64
+	}{{0, 3, []uint64{1, 2, 3}}, {5, 3, []uint64{5, 6, 7}}, {0, 1, []uint64{0}}, {5, 1, []uint64{5}}} {
+		p := params{seed: c.seed, repeats: c.repeats}
 		for k, w := range c.want {
 			if got := p.runSeed(k); got != w {
 				t.Errorf("seed=%d run %d: seed %d, want %d", c.seed, k, got, w)
