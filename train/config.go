@@ -110,6 +110,12 @@ type TrainingConfig struct {
 	// ValStep validates every ValStep iterations (and after every epoch).
 	ValStep int    `yaml:"val-step"`
 	Seed    uint64 `yaml:"seed"`
+	// EMADecay, above 0, keeps an exponential moving average of the
+	// trained weights (Polyak averaging) with this decay per iteration,
+	// ramped up over the first iterations as min(EMADecay, (1+t)/(10+t));
+	// validation, early stopping and the best checkpoints use the averaged
+	// weights, and last.safetensors keeps both. 0: no average.
+	EMADecay float64 `yaml:"ema-decay,omitempty"`
 }
 
 // Default returns TERAN MrSw at the published size, with the paper's
@@ -249,6 +255,12 @@ func (c Config) Validate() error {
 		bad("training.step-unit", "%q is not one of %s", t.StepUnit, strings.Join(stepUnits[1:], ", "))
 	}
 	between("training.patience", t.Patience, 0, math.MaxInt32)
+	if t.EMADecay != 0 {
+		real("training.ema-decay", t.EMADecay, 0, 1, true)
+		if t.EMADecay >= 1 {
+			bad("training.ema-decay", "%v must be below 1", t.EMADecay)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
 	}

@@ -56,6 +56,8 @@ func TestConfigErrors(t *testing.T) {
 		{"training:\n  beta1: 1\n", "training.beta1: 1 must be below 1"},
 		{"training:\n  beta1: -0.5\n", "training.beta1: -0.5 is out of range (0, 1]"},
 		{"training:\n  patience: -1\n", "training.patience: -1 is out of range [0,"},
+		{"training:\n  ema-decay: 1\n", "training.ema-decay: 1 must be below 1"},
+		{"training:\n  ema-decay: -0.9\n", "training.ema-decay: -0.9 is out of range (0, 1]"},
 		{"model:\n  name: vsepp\n  embed-size: 64\ntext-model:\n  name: gru\n  hidden: 32\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.hidden: vsepp's GRU state is the caption embedding: 32 must equal model.embed-size 64"},
 		{"model:\n  name: vsepp\ntext-model:\n  name: bert\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.name: \"bert\" is not one of gru"},
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n  hops: 2\n  attention-units: 8\nimage-model:\n  name: global\n", "seam trains with the matching loss"},
@@ -119,6 +121,11 @@ func TestMemoryEstimate(t *testing.T) {
 	}
 	if paper.Optimizer != 3*paper.Weights {
 		t.Errorf("gradients and Adam moments %v, want 3 x the weights %v", paper.Optimizer, paper.Weights)
+	}
+	avg := Default()
+	avg.Training.EMADecay = 0.95
+	if e := EstimateMemory(avg, 36); e.Average != e.Weights || e.Total() != paper.Total()+e.Weights || !strings.Contains(e.String(), "moving average of the weights") {
+		t.Errorf("with ema-decay: %s; want the average, as large as the weights, counted and named", e)
 	}
 	small, err := LoadConfig("teran-mrsw-small")
 	if err != nil {

@@ -12,7 +12,8 @@ import (
 // MemoryEstimate is the memory a training run needs, estimated from its
 // config and the data's region count before anything is allocated, so that
 // a config that cannot fit is refused with numbers instead of killed by the
-// kernel. It counts the weights, their gradients and Adam's two moments,
+// kernel. It counts the weights, their gradients and Adam's two moments
+// (and the weights' moving average with training.ema-decay),
 // and the activations the tape keeps for the backward pass of one batch;
 // the features of the data are memory-mapped and not counted.
 type MemoryEstimate struct {
@@ -30,6 +31,9 @@ type MemoryEstimate struct {
 	// models): per stored image and caption its self-embedding and
 	// self-features.
 	Banks float64
+	// Average is the weights' moving average in bytes (training.ema-decay;
+	// 0 without).
+	Average float64
 	// BatchSize, Regions and Tokens are the batch's shape the activations
 	// are estimated for.
 	BatchSize, Regions, Tokens int
@@ -37,7 +41,7 @@ type MemoryEstimate struct {
 
 // Total returns the estimate in bytes.
 func (e MemoryEstimate) Total() float64 {
-	return e.Weights + e.Optimizer + e.Activations + e.Headroom + e.Base + e.Banks
+	return e.Weights + e.Optimizer + e.Activations + e.Headroom + e.Base + e.Banks + e.Average
 }
 
 // SetBanks adds MEMBER's memory banks for a training set of images images
@@ -58,8 +62,11 @@ func (e *MemoryEstimate) SetBanks(c Config, images, regions, captions int) {
 // String words the estimate and its parts.
 func (e MemoryEstimate) String() string {
 	banks := ""
+	if e.Average > 0 {
+		banks += "; moving average of the weights " + bytesString(e.Average)
+	}
 	if e.Banks > 0 {
-		banks = "; memory banks " + bytesString(e.Banks)
+		banks += "; memory banks " + bytesString(e.Banks)
 	}
 	return fmt.Sprintf("about %s (%.3g parameters: weights %s, gradients and Adam moments %s; activations of a batch of %d with %d regions and %d tokens %s; garbage collector's headroom %s; runtime and validation %s%s)",
 		bytesString(e.Total()), e.Params, bytesString(e.Weights), bytesString(e.Optimizer), e.BatchSize, e.Regions, e.Tokens,
@@ -141,6 +148,9 @@ func EstimateMemory(c Config, regions int) MemoryEstimate {
 		BatchSize:   c.Training.BatchSize,
 		Regions:     regions,
 		Tokens:      int(t),
+	}
+	if c.Training.EMADecay > 0 {
+		est.Average = 4 * p
 	}
 	est.Headroom = gcPercent / 100.0 * (est.Weights + est.Optimizer + est.Activations)
 	return est

@@ -2,6 +2,7 @@ package train
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -26,6 +27,8 @@ type Stepper struct {
 	obj    *objective
 	opt    *optim.Adam
 	params []*tensor.Tensor
+	named  []nn.Named // params with their names
+	avg    *average   // nil without training.ema-decay
 	tp     *tensor.Tape
 	tc     TrainingConfig
 }
@@ -40,6 +43,7 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 			continue
 		}
 		s.params = append(s.params, p.T)
+		s.named = append(s.named, p)
 		np := optim.NamedParam{Name: p.Name, T: p.T}
 		if model.IsBERTParam(p.Name) {
 			bert = append(bert, np)
@@ -75,6 +79,9 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 		return nil, err
 	}
 	s.opt = opt
+	if tc.EMADecay > 0 {
+		s.avg = newAverage(s.named, tc.EMADecay)
+	}
 	return s, nil
 }
 
@@ -100,6 +107,9 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 		scale, _ = optim.ClipScale(s.params, s.tc.GradClip)
 	}
 	s.opt.StepAndZeroGradScaled(scale)
+	if s.avg != nil {
+		s.avg.update(s.named, iter+1)
+	}
 	return loss, nil
 }
 
@@ -119,7 +129,8 @@ func (s *Stepper) NumParams() int {
 const optimPrefix = "optim."
 
 // Tensors returns what a checkpoint stores beside the model's weights: the
-// objective's parameters and, withOptimizer, the optimiser state.
+// objective's parameters and, withOptimizer, the optimiser state and the
+// averaged weights (training.ema-decay).
 func (s *Stepper) Tensors(withOptimizer bool) []nn.Named {
 	out := s.obj.Params()
 	if !withOptimizer {
@@ -133,6 +144,9 @@ func (s *Stepper) Tensors(withOptimizer bool) []nn.Named {
 	sort.Strings(keys)
 	for _, k := range keys {
 		out = append(out, nn.Named{Name: optimPrefix + k, T: st[k]})
+	}
+	if s.avg != nil {
+		out = append(out, s.avg.avg...)
 	}
 	return out
 }
@@ -155,6 +169,11 @@ func (s *Stepper) Load(f *checkpoint.File) error {
 	}
 	if len(st) == 0 {
 		return errors.New("no optimiser state (optim.*) in the checkpoint")
+	}
+	if s.avg != nil {
+		if err := model.LoadTensors(f, s.avg.avg); err != nil {
+			return fmt.Errorf("averaged weights (training.ema-decay): %w", err)
+		}
 	}
 	return s.opt.LoadState(st)
 }

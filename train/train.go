@@ -348,7 +348,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		md[metaState], md[metaConfig] = string(sb), cfg.Marshal()
 		return model.Save(path, m, stepper.Tensors(withOptimizer), md)
 	}
-	validate := func() error {
+	validateAndSaveBest := func() error {
 		rec, err := val.run(ctx)
 		if err != nil {
 			return err
@@ -380,6 +380,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if err := save(filepath.Join(o.Out, "best-ndcg.safetensors"), false); err != nil {
 				return err
 			}
+		}
+		return nil
+	}
+	// validate scores the model (its averaged weights with
+	// training.ema-decay) on the dev split, records the result, saves the
+	// best checkpoints with those weights and last.safetensors with the
+	// weights training goes on from.
+	validate := func() error {
+		if err := stepper.WithAverage(validateAndSaveBest); err != nil {
+			return err
 		}
 		if err := save(lastPath, true); err != nil {
 			return err

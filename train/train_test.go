@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,11 +181,18 @@ func memberSpaces(t *testing.T, out string, src data.Source, split string, minR1
 // validations too).
 func TestResumeIsExact(t *testing.T) {
 	dir := testWorld(t)
-	for _, base := range []string{"teran-mrsw-small.yaml", "member-small.yaml"} {
-		t.Run(strings.TrimSuffix(base, "-small.yaml"), func(t *testing.T) {
+	for _, c := range []struct {
+		base string
+		ema  float64
+	}{{"teran-mrsw-small.yaml", 0}, {"member-small.yaml", 0}, {"teran-mwsr-small.yaml", 0.9}} {
+		name := strings.TrimSuffix(c.base, "-small.yaml")
+		if c.ema > 0 {
+			name += "-ema"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg := tinyConfig(t, base)
-			cfg.Training.ValStep = 10
+			cfg := tinyConfig(t, c.base)
+			cfg.Training.ValStep, cfg.Training.EMADecay = 10, c.ema
 			straight, split := t.TempDir(), t.TempDir()
 			if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: straight, MaxIters: 20, ValImages: 50}); err != nil {
 				t.Fatal(err)
@@ -211,6 +219,23 @@ func TestResumeIsExact(t *testing.T) {
 					if pa[i].T.Data[j] != pb[i].T.Data[j] {
 						t.Fatalf("%s[%d]: %v uninterrupted, %v resumed", pa[i].Name, j, pa[i].T.Data[j], pb[i].T.Data[j])
 					}
+				}
+			}
+			// The optimiser state and the averaged weights too.
+			for _, name := range fa.Names() {
+				if !strings.HasPrefix(name, optimPrefix) && !strings.HasPrefix(name, averagePrefix) {
+					continue
+				}
+				da, _, err := fa.Tensor(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				db, _, err := fb.Tensor(name)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if !slices.Equal(da, db) {
+					t.Fatalf("%s differs between the uninterrupted and the resumed run", name)
 				}
 			}
 			if model.Fingerprint(a) != model.Fingerprint(b) {
