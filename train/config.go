@@ -114,7 +114,9 @@ type TrainingConfig struct {
 	// trained weights (Polyak averaging) with this decay per iteration,
 	// ramped up over the first iterations as min(EMADecay, (1+t)/(10+t));
 	// validation, early stopping and the best checkpoints use the averaged
-	// weights, and last.safetensors keeps both. 0: no average.
+	// weights, and last.safetensors keeps both. Model state that is not a
+	// trained weight (MEMBER's memory banks) is not averaged. 0: no
+	// average.
 	EMADecay float64 `yaml:"ema-decay,omitempty"`
 }
 
