@@ -18,10 +18,11 @@ type average struct {
 	avg []nn.Named
 }
 
-func newAverage(params []nn.Named, decay float64) *average {
+// newAverage starts the average of params (named names) at their values.
+func newAverage(names []string, params []*tensor.Tensor, decay float64) *average {
 	a := &average{decay: decay}
-	for _, p := range params {
-		a.avg = append(a.avg, nn.Named{Name: averagePrefix + p.Name, T: tensor.FromData(append([]float32(nil), p.T.Data...), p.T.Shape...)})
+	for i, p := range params {
+		a.avg = append(a.avg, nn.Named{Name: averagePrefix + names[i], T: tensor.FromData(append([]float32(nil), p.Data...), p.Shape...)})
 	}
 	return a
 }
@@ -36,22 +37,22 @@ func (a *average) decayAt(t int) float32 {
 
 // update moves the average towards the weights after step t:
 // avg += (1-d) (w - avg).
-func (a *average) update(params []nn.Named, t int) {
+func (a *average) update(params []*tensor.Tensor, t int) {
 	k := 1 - a.decayAt(t)
 	for i, p := range params {
 		avg := a.avg[i].T.Data
-		for j, w := range p.T.Data {
+		for j, w := range p.Data {
 			avg[j] += k * (w - avg[j])
 		}
 	}
 }
 
 // swap exchanges the weights with their averages.
-func (a *average) swap(params []nn.Named) {
+func (a *average) swap(params []*tensor.Tensor) {
 	for i, p := range params {
 		avg := a.avg[i].T.Data
-		for j, w := range p.T.Data {
-			p.T.Data[j], avg[j] = avg[j], w
+		for j, w := range p.Data {
+			p.Data[j], avg[j] = avg[j], w
 		}
 	}
 }
@@ -64,7 +65,7 @@ func (s *Stepper) WithAverage(f func() error) error {
 	if s.avg == nil {
 		return f()
 	}
-	s.avg.swap(s.named)
-	defer s.avg.swap(s.named)
+	s.avg.swap(s.params)
+	defer s.avg.swap(s.params)
 	return f()
 }

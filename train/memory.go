@@ -61,16 +61,16 @@ func (e *MemoryEstimate) SetBanks(c Config, images, regions, captions int) {
 
 // String words the estimate and its parts.
 func (e MemoryEstimate) String() string {
-	banks := ""
+	extra := ""
 	if e.Average > 0 {
-		banks += "; moving average of the weights " + bytesString(e.Average)
+		extra += "; moving average of the weights " + bytesString(e.Average)
 	}
 	if e.Banks > 0 {
-		banks += "; memory banks " + bytesString(e.Banks)
+		extra += "; memory banks " + bytesString(e.Banks)
 	}
 	return fmt.Sprintf("about %s (%.3g parameters: weights %s, gradients and Adam moments %s; activations of a batch of %d with %d regions and %d tokens %s; garbage collector's headroom %s; runtime and validation %s%s)",
 		bytesString(e.Total()), e.Params, bytesString(e.Weights), bytesString(e.Optimizer), e.BatchSize, e.Regions, e.Tokens,
-		bytesString(e.Activations), bytesString(e.Headroom), bytesString(e.Base), banks)
+		bytesString(e.Activations), bytesString(e.Headroom), bytesString(e.Base), extra)
 }
 
 // EstimateMemory estimates the memory of training c on images of regions

@@ -27,8 +27,7 @@ type Stepper struct {
 	obj    *objective
 	opt    *optim.Adam
 	params []*tensor.Tensor
-	named  []nn.Named // params with their names
-	avg    *average   // nil without training.ema-decay
+	avg    *average // nil without training.ema-decay
 	tp     *tensor.Tape
 	tc     TrainingConfig
 }
@@ -38,12 +37,13 @@ type Stepper struct {
 func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, error) {
 	s := &Stepper{m: m, obj: newObjective(tc, m), tp: tensor.NewTape(), tc: tc}
 	var bert, rest []optim.NamedParam
+	var names []string // of s.params
 	for _, p := range append(m.Params(), s.obj.Params()...) {
 		if !p.T.RequiresGrad() {
 			continue
 		}
 		s.params = append(s.params, p.T)
-		s.named = append(s.named, p)
+		names = append(names, p.Name)
 		np := optim.NamedParam{Name: p.Name, T: p.T}
 		if model.IsBERTParam(p.Name) {
 			bert = append(bert, np)
@@ -80,7 +80,7 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 	}
 	s.opt = opt
 	if tc.EMADecay > 0 {
-		s.avg = newAverage(s.named, tc.EMADecay)
+		s.avg = newAverage(names, s.params, tc.EMADecay)
 	}
 	return s, nil
 }
@@ -108,7 +108,7 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 	}
 	s.opt.StepAndZeroGradScaled(scale)
 	if s.avg != nil {
-		s.avg.update(s.named, iter+1)
+		s.avg.update(s.params, iter+1)
 	}
 	return loss, nil
 }
