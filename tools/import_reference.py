@@ -4,8 +4,9 @@
 
 Builds TERAN and TERN as the official code (mesnico/TERAN, mesnico/TERN)
 lays them out -- the same module names, so the same state_dict names; the
-modules written here, small, from the papers and the reference facts --
-with random weights, and writes into OUT_DIR:
+modules of teran_torch.py (written beside this script by tools.WriteScript),
+small, from the papers and the reference facts -- with random weights, and
+writes into OUT_DIR:
 
   teran.pth          TERAN (separate final layers), torch.save zip format,
                      as the official train.py saves it: epoch, model,
@@ -32,17 +33,15 @@ Everything runs on the CPU in a few seconds.
 """
 import argparse
 import collections
-import io
 import json
-import math
 import os
 import struct
 import sys
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+from teran_torch import BertModel, ImageEncoder, Joint, Model, TextEncoder, hinge
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
@@ -90,184 +89,18 @@ def token_ids(captions):
     return ids, lens
 
 
-def padding_mask(lens, n):
-    """True at padding, as key_padding_mask wants it."""
-    return torch.arange(n)[None, :] >= torch.tensor(lens)[:, None]
+def valid_mask(lens, n):
+    """(len(lens), n) bool, True at the first lens[i] places of row i."""
+    return torch.arange(n)[None, :] < torch.tensor(lens)[:, None]
 
 
-# ---------------------------------------------------------------- BERT
-# HuggingFace's BertModel, its module names kept, post-norm, erf GELU.
-
-class BertEmbeddings(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.word_embeddings = nn.Embedding(len(VOCAB), WORD)
-        self.position_embeddings = nn.Embedding(POSITIONS, WORD)
-        self.token_type_embeddings = nn.Embedding(2, WORD)
-        self.LayerNorm = nn.LayerNorm(WORD, eps=1e-12)
-        self.register_buffer("position_ids", torch.arange(POSITIONS).expand((1, -1)))
-
-    def forward(self, ids):
-        pos = self.position_ids[:, :ids.shape[1]]
-        x = self.word_embeddings(ids) + self.position_embeddings(pos) + self.token_type_embeddings(torch.zeros_like(ids))
-        return self.LayerNorm(x)
-
-
-class BertSelfAttention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.query, self.key, self.value = nn.Linear(WORD, WORD), nn.Linear(WORD, WORD), nn.Linear(WORD, WORD)
-
-    def forward(self, x, ext_mask):
-        b, t, _ = x.shape
-        hd = WORD // BERT_HEADS
-
-        def heads(y):
-            return y.view(b, t, BERT_HEADS, hd).transpose(1, 2)  # (B, h, T, hd)
-        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
-        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd) + ext_mask, dim=-1)
-        return (att @ v).transpose(1, 2).reshape(b, t, WORD)
-
-
-class BertSelfOutput(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.dense, self.LayerNorm = nn.Linear(WORD, WORD), nn.LayerNorm(WORD, eps=1e-12)
-
-    def forward(self, h, x):
-        return self.LayerNorm(self.dense(h) + x)
-
-
-class BertAttention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.self, self.output = BertSelfAttention(), BertSelfOutput()
-
-    def forward(self, x, ext_mask):
-        return self.output(self.self(x, ext_mask), x)
-
-
-class BertIntermediate(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.dense = nn.Linear(WORD, BERT_FF)
-
-    def forward(self, x):
-        return F.gelu(self.dense(x))
-
-
-class BertOutput(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.dense, self.LayerNorm = nn.Linear(BERT_FF, WORD), nn.LayerNorm(WORD, eps=1e-12)
-
-    def forward(self, h, x):
-        return self.LayerNorm(self.dense(h) + x)
-
-
-class BertLayer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.attention, self.intermediate, self.output = BertAttention(), BertIntermediate(), BertOutput()
-
-    def forward(self, x, ext_mask):
-        a = self.attention(x, ext_mask)
-        return self.output(self.intermediate(a), a)
-
-
-class BertEncoder(nn.Module):
-    def __init__(self, layers):
-        super().__init__()
-        self.layer = nn.ModuleList([BertLayer() for _ in range(layers)])
-
-
-class BertPooler(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.dense = nn.Linear(WORD, WORD)
-
-
-class BertModel(nn.Module):
-    def __init__(self, layers):
-        super().__init__()
-        self.embeddings, self.encoder, self.pooler = BertEmbeddings(), BertEncoder(layers), BertPooler()
-
-    def forward(self, ids, lens):
-        ext = (~padding_mask(lens, ids.shape[1])).float()[:, None, None, :]
-        ext = (1.0 - ext) * -10000.0  # HuggingFace's extended attention mask
-        x = self.embeddings(ids)
-        for layer in self.encoder.layer:
-            x = layer(x, ext)
-        return x  # the last hidden state (C, T, W)
-
-
-# ---------------------------------------------------------------- TERAN / TERN
-# The official module tree: img_txt_enc.{img_enc, txt_enc, img_proj,
-# cap_proj, transformer_encoder_1, transformer_encoder_2}.
-
-def encoder(d, ff, layers):
-    return nn.TransformerEncoder(nn.TransformerEncoderLayer(d, HEADS, ff, 0.1, activation="relu"), layers)
-
-
-class PositionalEncodingImageBoxes(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.map = nn.Sequential(nn.Linear(FEAT + 5, FEAT), nn.ReLU(), nn.Linear(FEAT, FEAT))
-
-    def forward(self, x, boxes):  # x (S, B, F), boxes (B, S, 4)
-        area = ((boxes[:, :, 2] - boxes[:, :, 0]) * (boxes[:, :, 3] - boxes[:, :, 1])).unsqueeze(2)
-        return self.map(torch.cat([x, torch.cat([boxes, area], 2).permute(1, 0, 2)], 2))
-
-
-class ImageEncoder(nn.Module):  # visual.TransformerPostProcessing
-    def __init__(self):
-        super().__init__()
-        self.transformer_encoder = encoder(FEAT, IMG_FF, IMG_LAYERS)
-        self.pos_encoding_image = PositionalEncodingImageBoxes()
-        self.fc = nn.Linear(FEAT, EMBED)  # in the state dict, unused by the joint model
-
-    def forward(self, feats, lens, boxes):
-        x = self.pos_encoding_image(feats.permute(1, 0, 2), boxes)
-        return self.transformer_encoder(x, src_key_padding_mask=padding_mask(lens, feats.shape[1])).permute(1, 0, 2)
-
-
-class TextEncoder(nn.Module):  # text.EncoderTextBERT
-    def __init__(self):
-        super().__init__()
-        self.bert_model = BertModel(BERT_LAYERS)
-        self.word_embeddings = self.bert_model.embeddings.word_embeddings  # saved twice, as in the official code
-        self.map = nn.Linear(WORD, EMBED)  # in the state dict, unused by the joint model
-
-    def forward(self, ids, lens):
-        return self.bert_model(ids, lens)
-
-
-class Joint(nn.Module):  # teran.JointTextImageTransformerEncoder
-    def __init__(self, shared):
-        super().__init__()
-        self.txt_enc, self.img_enc = TextEncoder(), ImageEncoder()
-        self.img_proj, self.cap_proj = nn.Linear(FEAT, EMBED), nn.Linear(WORD, EMBED)
-        self.shared = shared
-        self.transformer_encoder_1 = encoder(EMBED, JOINT_FF, JOINT_LAYERS)
-        if not shared:
-            self.transformer_encoder_2 = encoder(EMBED, JOINT_FF, JOINT_LAYERS)
-
-    def forward_txt(self, ids, lens):
-        c = self.cap_proj(self.txt_enc(ids, lens))
-        x = self.transformer_encoder_1(c.permute(1, 0, 2), src_key_padding_mask=padding_mask(lens, ids.shape[1]))
-        return F.normalize(x.permute(1, 0, 2), p=2, dim=2)  # (C, T, E)
-
-    def forward_img(self, feats, lens, boxes):
-        i = self.img_proj(self.img_enc(feats, lens, boxes))
-        te = self.transformer_encoder_1 if self.shared else self.transformer_encoder_2
-        x = te(i.permute(1, 0, 2), src_key_padding_mask=padding_mask(lens, feats.shape[1]))
-        return F.normalize(x.permute(1, 0, 2), p=2, dim=2)  # (B, 1+R, E)
-
-
-class Model(nn.Module):
-    def __init__(self, shared):
-        super().__init__()
-        self.img_txt_enc = Joint(shared)
+def teran_model(shared):
+    """TERAN (shared False: separate final layers) or TERN (shared), with
+    every official module, the ones the joint model leaves unused too
+    (BERT's pooler, the image encoder's fc, the text encoder's map)."""
+    txt = TextEncoder(BertModel(len(VOCAB), WORD, BERT_LAYERS, BERT_HEADS, BERT_FF, POSITIONS, pooler=True), embed=EMBED)
+    img = ImageEncoder(FEAT, FEAT, HEADS, IMG_FF, IMG_LAYERS, 0.1, fc=EMBED)  # d_model = feat-dim
+    return Model(Joint(txt, img, EMBED, HEADS, JOINT_FF, JOINT_LAYERS, 0.1, shared))
 
 
 def randomise(m):
@@ -279,15 +112,6 @@ def randomise(m):
                 p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.2 * torch.randn_like(p))
             else:
                 p.copy_(0.4 * torch.randn_like(p))
-
-
-def hinge(scores, margin=0.2):
-    """VSE++ hinge loss with the hardest negative of each direction."""
-    d = scores.diag().view(-1, 1)
-    eye = torch.eye(scores.shape[0], dtype=torch.bool)
-    cost_s = (margin + scores - d).clamp(min=0).masked_fill(eye, 0)
-    cost_im = (margin + scores - d.t()).clamp(min=0).masked_fill(eye, 0)
-    return cost_s.max(1)[0].sum() + cost_im.max(0)[0].sum()
 
 
 def save_npy(name, a):
@@ -315,6 +139,8 @@ with open(os.path.join(OUT, "captions.txt"), "w") as f:
 slot_feats = torch.cat([torch.zeros(B, 1, FEAT), feats], 1)
 slot_boxes = torch.cat([torch.zeros(B, 1, 4), boxes], 1)
 slot_lens = [n + 1 for n in nregions]
+slot_valid = valid_mask(slot_lens, R + 1)
+txt_valid = valid_mask(lens, ids.shape[1])
 
 
 def config(name, shared):
@@ -363,14 +189,14 @@ def real_vectors(x, counts, first):
 word_counts = [n - 2 for n in lens]  # tokens between [CLS] and [SEP]
 
 # ---------------------------------------------------------------- TERAN
-teran = Model(shared=False)
+teran = teran_model(shared=False)
 randomise(teran)
 teran.eval()
 
 
 def teran_scores():
-    regions = teran.img_txt_enc.forward_img(slot_feats, slot_lens, slot_boxes)  # (B, 1+R, E)
-    words = teran.img_txt_enc.forward_txt(ids, lens)                          # (C, T, E)
+    regions = teran.img_txt_enc.forward_img(slot_feats, slot_boxes, slot_valid)  # (B, 1+R, E)
+    words = teran.img_txt_enc.forward_txt(ids, txt_valid)                          # (C, T, E)
     s = torch.zeros(B, len(CAPTIONS))
     for i in range(B):
         for c in range(len(CAPTIONS)):
@@ -391,13 +217,13 @@ torch.save(ck, os.path.join(OUT, "teran.pth"))
 torch.save(ck, os.path.join(OUT, "teran_legacy.pth"), _use_new_zipfile_serialization=False)
 
 # ---------------------------------------------------------------- TERN
-tern = Model(shared=True)
+tern = teran_model(shared=True)
 randomise(tern)
 
 
 def tern_scores():
-    regions = tern.img_txt_enc.forward_img(slot_feats, slot_lens, slot_boxes)
-    words = tern.img_txt_enc.forward_txt(ids, lens)
+    regions = tern.img_txt_enc.forward_img(slot_feats, slot_boxes, slot_valid)
+    words = tern.img_txt_enc.forward_txt(ids, txt_valid)
     icls, tcls = regions[:, 0], words[:, 0]  # image-aggregation and text-aggregation "first"
     return regions, words, icls @ tcls.t()
 
@@ -417,10 +243,10 @@ for path, ck_ in (("teran.pth", ck), ("teran_legacy.pth", ck), ("tern.pth", ck_t
     assert all(torch.equal(back["model"][k], v) for k, v in ck_["model"].items()), path
 
 # ---------------------------------------------------------------- a HuggingFace BERT directory
-bert = BertModel(BERT_ALL_LAYERS)
+bert = BertModel(len(VOCAB), WORD, BERT_ALL_LAYERS, BERT_HEADS, BERT_FF, POSITIONS, pooler=True)
 randomise(bert)
 bert.eval()
-hidden = bert(ids, lens)
+hidden = bert(ids, txt_valid)
 save_npy("bert_hidden.npy", torch.cat([hidden[i, :n] for i, n in enumerate(lens)], 0))
 
 bert_cfg = {"architectures": ["BertModel"], "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,

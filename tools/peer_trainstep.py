@@ -7,9 +7,10 @@ of the region-word cosines, VSE++ hinge with the hardest negatives or the
 sum over negatives), backward, clip_grad_norm_ and Adam with a BERT group
 and a group for the rest.
 
-The modules follow the layout of the official TERAN code, as
-tools/import_reference.py lays it out (img_txt_enc.{txt_enc.bert_model,
-img_enc, img_proj, cap_proj, transformer_encoder_1, transformer_encoder_2},
+The modules are teran_torch.py's (written beside this script by
+tools.WriteScript), as tools/import_reference.py builds them too: the layout
+of the official TERAN code (img_txt_enc.{txt_enc.bert_model, img_enc,
+img_proj, cap_proj, transformer_encoder_1, transformer_encoder_2},
 HuggingFace's BERT names, sequence-first torch.nn.TransformerEncoder), at the
 sizes given on the command line, so that the parameters are xmr's one for
 one. The official modules that take no part in the loss (BERT's pooler, the
@@ -77,10 +78,9 @@ os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
 os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
-from peerutil import peak_rss_mib
+from peerutil import peak_rss_mib  # noqa: E402
+from teran_torch import BertModel, ImageEncoder, Joint, Model, TextEncoder, hinge  # noqa: E402
 
 
 def blas_core():
@@ -95,180 +95,13 @@ def blas_core():
         return "unknown: %s" % e
 
 
-def key_padding(valid):
-    """True at padding, as key_padding_mask wants it."""
-    return ~valid
-
-
-# ---------------------------------------------------------------- BERT
-# HuggingFace's BertModel, its module names kept: post-norm layers, erf GELU,
-# dropout on the embeddings, the attention probabilities and both outputs.
-
-class BertEmbeddings(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.word_embeddings = nn.Embedding(a.vocab, a.word_dim)
-        self.position_embeddings = nn.Embedding(a.max_positions, a.word_dim)
-        self.token_type_embeddings = nn.Embedding(2, a.word_dim)
-        self.LayerNorm = nn.LayerNorm(a.word_dim, eps=1e-12)
-        self.dropout = nn.Dropout(a.text_dropout)
-
-    def forward(self, ids):
-        pos = torch.arange(ids.shape[1])[None, :]
-        x = self.word_embeddings(ids) + self.position_embeddings(pos) + self.token_type_embeddings(torch.zeros_like(ids))
-        return self.dropout(self.LayerNorm(x))
-
-
-class BertSelfAttention(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        d = a.word_dim
-        self.heads = a.bert_heads
-        self.query, self.key, self.value = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
-        self.dropout = nn.Dropout(a.text_dropout)
-
-    def forward(self, x, ext_mask):
-        b, t, d = x.shape
-        hd = d // self.heads
-
-        def split(y):
-            return y.view(b, t, self.heads, hd).transpose(1, 2)  # (B, h, T, hd)
-        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
-        att = self.dropout(torch.softmax(q @ k.transpose(-1, -2) / (hd ** 0.5) + ext_mask, dim=-1))
-        return (att @ v).transpose(1, 2).reshape(b, t, d)
-
-
-class BertSelfOutput(nn.Module):
-    def __init__(self, a, d_in):
-        super().__init__()
-        self.dense = nn.Linear(d_in, a.word_dim)
-        self.LayerNorm = nn.LayerNorm(a.word_dim, eps=1e-12)
-        self.dropout = nn.Dropout(a.text_dropout)
-
-    def forward(self, h, x):
-        return self.LayerNorm(self.dropout(self.dense(h)) + x)
-
-
-class BertAttention(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.self, self.output = BertSelfAttention(a), BertSelfOutput(a, a.word_dim)
-
-    def forward(self, x, ext_mask):
-        return self.output(self.self(x, ext_mask), x)
-
-
-class BertIntermediate(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.dense = nn.Linear(a.word_dim, a.bert_ff)
-
-    def forward(self, x):
-        return F.gelu(self.dense(x))
-
-
-class BertLayer(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.attention, self.intermediate = BertAttention(a), BertIntermediate(a)
-        self.output = BertSelfOutput(a, a.bert_ff)  # HuggingFace's BertOutput: the same three modules
-
-    def forward(self, x, ext_mask):
-        h = self.attention(x, ext_mask)
-        return self.output(self.intermediate(h), h)
-
-
-class BertEncoder(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.layer = nn.ModuleList([BertLayer(a) for _ in range(a.bert_layers)])
-
-
-class BertModel(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.embeddings, self.encoder = BertEmbeddings(a), BertEncoder(a)
-
-    def forward(self, ids, valid):
-        ext = (1.0 - valid.float())[:, None, None, :] * -10000.0  # HuggingFace's extended attention mask
-        x = self.embeddings(ids)
-        for layer in self.encoder.layer:
-            x = layer(x, ext)
-        return x  # (C, T, W)
-
-
-# ---------------------------------------------------------------- TERAN
-
-def encoder(d, heads, ff, layers, dropout):
-    layer = nn.TransformerEncoderLayer(d, heads, ff, dropout, activation="relu")
-    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-
-
-class PositionalEncodingImageBoxes(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.map = nn.Sequential(nn.Linear(a.feat_dim + 5, a.img_hidden), nn.ReLU(), nn.Linear(a.img_hidden, a.img_hidden))
-
-    def forward(self, x, boxes):  # x (B, S, F), boxes (B, S, 4)
-        area = ((boxes[:, :, 2] - boxes[:, :, 0]) * (boxes[:, :, 3] - boxes[:, :, 1])).unsqueeze(2)
-        return self.map(torch.cat([x, boxes, area], 2))
-
-
-class ImageEncoder(nn.Module):  # the official visual.TransformerPostProcessing
-    def __init__(self, a):
-        super().__init__()
-        self.a = a
-        if a.pos_encoding == "concat-and-process":
-            self.pos_encoding_image = PositionalEncodingImageBoxes(a)
-        self.transformer_encoder = encoder(a.img_hidden, a.img_heads, a.img_ff, a.img_layers, a.img_dropout)
-
-    def forward(self, feats, boxes, valid):  # (B, R, F), (B, R, 4), (B, 1+R) bool
-        b = feats.shape[0]
-        if self.a.slot0 == "zero-region":  # the official batches: a zero region in slot 0
-            feats = torch.cat([feats.new_zeros(b, 1, feats.shape[2]), feats], 1)
-            boxes = torch.cat([boxes.new_zeros(b, 1, 4), boxes], 1)
-        x = self.pos_encoding_image(feats, boxes) if self.a.pos_encoding == "concat-and-process" else feats
-        if self.a.slot0 == "zero":  # xmr's default: zeros after the box MLP
-            x = torch.cat([x.new_zeros(b, 1, x.shape[2]), x], 1)
-        x = self.transformer_encoder(x.permute(1, 0, 2), src_key_padding_mask=key_padding(valid))
-        return x.permute(1, 0, 2)  # (B, 1+R, H)
-
-
-class TextEncoder(nn.Module):  # the official text.EncoderTextBERT
-    def __init__(self, a):
-        super().__init__()
-        self.bert_model = BertModel(a)
-
-    def forward(self, ids, valid):
-        return self.bert_model(ids, valid)
-
-
-class Joint(nn.Module):  # the official teran.JointTextImageTransformerEncoder
-    def __init__(self, a):
-        super().__init__()
-        self.txt_enc, self.img_enc = TextEncoder(a), ImageEncoder(a)
-        self.img_proj, self.cap_proj = nn.Linear(a.img_hidden, a.embed), nn.Linear(a.word_dim, a.embed)
-        self.transformer_encoder_1 = encoder(a.embed, a.heads, a.ff, a.layers, a.dropout)
-        self.transformer_encoder_2 = None
-        if not a.shared:
-            self.transformer_encoder_2 = encoder(a.embed, a.heads, a.ff, a.layers, a.dropout)
-
-    def forward_txt(self, ids, valid):
-        c = self.cap_proj(self.txt_enc(ids, valid))
-        x = self.transformer_encoder_1(c.permute(1, 0, 2), src_key_padding_mask=key_padding(valid))
-        return F.normalize(x.permute(1, 0, 2), p=2, dim=2)  # (C, T, E)
-
-    def forward_img(self, feats, boxes, valid):
-        i = self.img_proj(self.img_enc(feats, boxes, valid))
-        te = self.transformer_encoder_2 if self.transformer_encoder_2 is not None else self.transformer_encoder_1
-        x = te(i.permute(1, 0, 2), src_key_padding_mask=key_padding(valid))
-        return F.normalize(x.permute(1, 0, 2), p=2, dim=2)  # (B, 1+R, E)
-
-
-class Model(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.img_txt_enc = Joint(a)
+def build(a):
+    """TERAN at a's sizes, BERT with dropout, slot 0 as xmr fills it; without
+    the official modules that take no part in the loss."""
+    txt = TextEncoder(BertModel(a.vocab, a.word_dim, a.bert_layers, a.bert_heads, a.bert_ff, a.max_positions, dropout=a.text_dropout))
+    img = ImageEncoder(a.feat_dim, a.img_hidden, a.img_heads, a.img_ff, a.img_layers, a.img_dropout,
+                       pos_encoding=a.pos_encoding == "concat-and-process", slot0=a.slot0)
+    return Model(Joint(txt, img, a.embed, a.heads, a.ff, a.layers, a.dropout, shared=bool(a.shared)))
 
 
 def mrsw(regions, words, region_mask, word_mask):
@@ -282,21 +115,10 @@ def mrsw(regions, words, region_mask, word_mask):
     return (a.max(1)[0] * word_mask[None].float()).sum(2)
 
 
-def hinge(scores, margin, max_violation):
-    """VSE++ hinge: the hardest negative of each direction, or the sum."""
-    d = scores.diag().view(-1, 1)
-    eye = torch.eye(scores.shape[0], dtype=torch.bool)
-    cost_c = (margin + scores - d).clamp(min=0).masked_fill(eye, 0)
-    cost_i = (margin + scores - d.t()).clamp(min=0).masked_fill(eye, 0)
-    if max_violation:
-        return cost_c.max(1)[0].sum() + cost_i.max(0)[0].sum()
-    return cost_c.sum() + cost_i.sum()
-
-
 def main(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    model = Model(a)
+    model = build(a)
     model.train()
     bert = [p for n, p in model.named_parameters() if ".bert_model." in n]
     rest = [p for n, p in model.named_parameters() if ".bert_model." not in n]

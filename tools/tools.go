@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -28,12 +29,15 @@ import (
 var scripts embed.FS
 
 // WriteScript writes the embedded script name (e.g. "peer_rouge.py") into
-// dir and returns the file's path. A Python script gets peerutil.py, the
-// helpers the peers share, written beside it.
+// dir and returns the file's path. Every Python script gets the modules the
+// scripts share (sharedModules) written beside it, whether it imports them
+// or not.
 func WriteScript(dir, name string) (string, error) {
-	if strings.HasSuffix(name, ".py") && name != peerUtil {
-		if _, err := WriteScript(dir, peerUtil); err != nil {
-			return "", err
+	if strings.HasSuffix(name, ".py") && !slices.Contains(sharedModules, name) {
+		for _, m := range sharedModules {
+			if _, err := WriteScript(dir, m); err != nil {
+				return "", err
+			}
 		}
 	}
 	b, err := scripts.ReadFile(name)
@@ -47,8 +51,11 @@ func WriteScript(dir, name string) (string, error) {
 	return path, nil
 }
 
-// peerUtil is the module of helpers the Python peers import.
-const peerUtil = "peerutil.py"
+// sharedModules are the Python modules that scripts import from their own
+// directory: peerutil.py, the helpers of the peers, and teran_torch.py,
+// TERAN's PyTorch modules (import_reference.py and peer_trainstep.py build
+// them).
+var sharedModules = []string{"peerutil.py", "teran_torch.py"}
 
 // EnvPython is the environment variable that names the Python interpreter
 // when no path is given to FindPython.

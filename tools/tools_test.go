@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -127,19 +129,42 @@ func TestFindPythonBadModule(t *testing.T) {
 	}
 }
 
-// TestScripts writes every embedded script and, when an interpreter is
-// at hand, checks that Python can parse it.
+// localImport matches a Python import statement's module (from M import
+// ..., or import M).
+var localImport = regexp.MustCompile(`(?m)^[ \t]*(?:from[ \t]+(\w+)[ \t]+import|import[ \t]+(\w+))`)
+
+// TestScripts writes every embedded script, each into a directory of its
+// own, checks that every embedded module it imports was written beside it
+// and, when an interpreter is at hand, that Python can parse it.
 func TestScripts(t *testing.T) {
 	names, err := fs.Glob(scripts, "*.py")
 	if err != nil || len(names) < 2 {
 		t.Fatalf("embedded scripts %v, %v", names, err)
 	}
-	dir := t.TempDir()
 	py, pyErr := FindPython(context.Background(), "")
+	imported := map[[2]string]bool{} // {script, module}
 	for _, name := range names {
+		dir := t.TempDir()
 		path, err := WriteScript(dir, name)
 		if err != nil {
 			t.Fatal(err)
+		}
+		src, err := scripts.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range localImport.FindAllSubmatch(src, -1) {
+			mod := string(m[1]) + string(m[2]) + ".py"
+			want, err := scripts.ReadFile(mod)
+			if err != nil {
+				continue // not one of ours: torch, numpy, the standard library
+			}
+			imported[[2]string{name, mod}] = true
+			if got, err := os.ReadFile(filepath.Join(dir, mod)); err != nil {
+				t.Errorf("%s imports %s, which WriteScript did not write beside it: %v", name, mod, err)
+			} else if !bytes.Equal(got, want) {
+				t.Errorf("%s imports %s, which WriteScript wrote beside it altered", name, mod)
+			}
 		}
 		if pyErr != nil {
 			continue
@@ -149,10 +174,15 @@ func TestScripts(t *testing.T) {
 			t.Errorf("%s does not parse: %v\n%s", name, err, out)
 		}
 	}
+	for _, need := range [][2]string{{"peer_trainstep.py", "peerutil.py"}, {"peer_trainstep.py", "teran_torch.py"}, {"import_reference.py", "teran_torch.py"}} {
+		if !imported[need] {
+			t.Errorf("found no import of %s in %s", need[1], need[0])
+		}
+	}
 	if pyErr != nil {
 		t.Logf("scripts not parsed: %v", pyErr)
 	}
-	if _, err := WriteScript(dir, "nosuch.py"); err == nil {
+	if _, err := WriteScript(t.TempDir(), "nosuch.py"); err == nil {
 		t.Error("WriteScript wrote a script that is not embedded")
 	}
 }
