@@ -42,7 +42,7 @@ func TestResumeChecks(t *testing.T) {
 		skipLock bool     // the lock file may change
 	}{
 		{"another model", Options{Config: tern, ConfigName: "tern-small", Data: data.Source{Path: dir}},
-			[]string{"--config tern-small: the run in " + out + " was trained with another config (model teran; see " + filepath.Join(out, "config.yaml") + "; they differ in model.name",
+			[]string{"--config tern-small: the run in " + out + " was trained with another config (model teran; see " + filepath.Join(out, "config.yaml") + "; they differ in text-model.dropout, image-model.dropout, model.name, model.shared-transformer",
 				"--resume continues a run as it is: drop --config, or train into a new --out"}, false},
 		{"another learning rate", Options{Config: otherLR, ConfigName: "mine.yaml", Data: data.Source{Path: dir}},
 			[]string{"--config mine.yaml: ", "they differ in training.lr)"}, false},
