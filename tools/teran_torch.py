@@ -16,8 +16,6 @@ absent:
   - BERT's dropout (None: no dropout module at all, as in the checkpoints,
     whose state_dict metadata lists every module);
   - the image encoder's slot 0 (ImageEncoder's slot0).
-Initial weights are drawn from torch's generator in the order the modules
-are built, so the order of construction is part of both scripts' numbers.
 
 Masks are `valid`, bool, True at a real token or image slot.
 
@@ -176,9 +174,7 @@ class PositionalEncodingImageBoxes(nn.Module):  # mode concat-and-process
         self.map = nn.Sequential(nn.Linear(feat + 5, hidden), nn.ReLU(), nn.Linear(hidden, hidden))
 
     def forward(self, x, boxes):
-        """x (..., F) and boxes (..., 4) in the same layout, sequence-first or
-        batch-first (the official forward takes x sequence-first and boxes
-        batch-first, and permutes the boxes)."""
+        """x (B, S, F) and boxes (B, S, 4), batch-first."""
         area = ((boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])).unsqueeze(-1)
         return self.map(torch.cat([x, boxes, area], -1))
 
@@ -190,41 +186,27 @@ class ImageEncoder(nn.Module):  # the official visual.TransformerPostProcessing
     None to leave it out.
 
     slot0 None is the official module: the batches hold slot 0 already (a
-    zero region), the features go sequence-first before the box MLP, and the
-    modules are built as the official code builds them (transformer_encoder,
-    pos_encoding_image, fc). "zero-region" or "zero" is xmr's
-    model.ImageConfig.Slot0: the module fills slot 0 itself, with a zero
-    region before the box MLP or zeros after it; the box MLP runs
-    batch-first and is built before the transformer, as the train-step peer
-    has always done it."""
+    zero region). "zero-region" or "zero" is xmr's model.ImageConfig.Slot0:
+    the module fills slot 0 itself, with a zero region before the box MLP or
+    zeros after it."""
 
     def __init__(self, feat, hidden, heads, ff, layers, dropout, pos_encoding=True, slot0=None, fc=None):
         super().__init__()
         self.dim, self.slot0 = hidden, slot0
-        if slot0 is None:
-            self.transformer_encoder = encoder(hidden, heads, ff, layers, dropout)
-            self.pos_encoding_image = PositionalEncodingImageBoxes(feat, hidden) if pos_encoding else None
-        else:
-            self.pos_encoding_image = PositionalEncodingImageBoxes(feat, hidden) if pos_encoding else None
-            self.transformer_encoder = encoder(hidden, heads, ff, layers, dropout)
+        self.transformer_encoder = encoder(hidden, heads, ff, layers, dropout)
+        self.pos_encoding_image = PositionalEncodingImageBoxes(feat, hidden) if pos_encoding else None
         if fc is not None:
             self.fc = nn.Linear(hidden, fc)  # in the state dict, unused by the joint model
 
     def forward(self, feats, boxes, valid):  # (B, S, F), (B, S, 4), (B, 1+R) bool; S = 1+R for slot0 None, R otherwise
-        if self.slot0 is None:
-            x = feats.permute(1, 0, 2)
-            if self.pos_encoding_image is not None:
-                x = self.pos_encoding_image(x, boxes.permute(1, 0, 2))
-        else:
-            b = feats.shape[0]
-            if self.slot0 == "zero-region":  # as the official batches: a zero region in slot 0
-                feats = torch.cat([feats.new_zeros(b, 1, feats.shape[2]), feats], 1)
-                boxes = torch.cat([boxes.new_zeros(b, 1, 4), boxes], 1)
-            x = self.pos_encoding_image(feats, boxes) if self.pos_encoding_image is not None else feats
-            if self.slot0 == "zero":  # xmr's default: zeros after the box MLP
-                x = torch.cat([x.new_zeros(b, 1, x.shape[2]), x], 1)
-            x = x.permute(1, 0, 2)
-        x = self.transformer_encoder(x, src_key_padding_mask=key_padding(valid))
+        b = feats.shape[0]
+        if self.slot0 == "zero-region":  # as the official batches: a zero region in slot 0
+            feats = torch.cat([feats.new_zeros(b, 1, feats.shape[2]), feats], 1)
+            boxes = torch.cat([boxes.new_zeros(b, 1, 4), boxes], 1)
+        x = self.pos_encoding_image(feats, boxes) if self.pos_encoding_image is not None else feats
+        if self.slot0 == "zero":  # xmr's default: zeros after the box MLP
+            x = torch.cat([x.new_zeros(b, 1, x.shape[2]), x], 1)
+        x = self.transformer_encoder(x.permute(1, 0, 2), src_key_padding_mask=key_padding(valid))
         return x.permute(1, 0, 2)  # (B, 1+R, H)
 
 
