@@ -206,16 +206,22 @@ func (c Config) Validate() error {
 			bad(key, "%d is out of range [%d, %d]", v, lo, hi)
 		}
 	}
-	// real checks lo <= v <= hi (lo < v when open), and that v is a number.
-	real := func(key string, v, lo, hi float64, open bool) {
-		if math.IsNaN(v) || v < lo || v > hi || (open && v == lo) {
-			lb := "["
-			if open {
+	// interval checks that v is a number in the interval from lo to hi,
+	// each end excluded when its open flag is set.
+	interval := func(key string, v, lo, hi float64, loOpen, hiOpen bool) {
+		if math.IsNaN(v) || v < lo || v > hi || (loOpen && v == lo) || (hiOpen && v == hi) {
+			lb, rb := "[", "]"
+			if loOpen {
 				lb = "("
 			}
-			bad(key, "%v is out of range %s%g, %g]", v, lb, lo, hi)
+			if hiOpen {
+				rb = ")"
+			}
+			bad(key, "%v is out of range %s%g, %g%s", v, lb, lo, hi, rb)
 		}
 	}
+	// real checks lo <= v <= hi (lo < v when open), and that v is a number.
+	real := func(key string, v, lo, hi float64, open bool) { interval(key, v, lo, hi, open, false) }
 	if c.Dataset.Name != "" && !validName(c.Dataset.Name) {
 		bad("dataset.name", "%q: want a short label of letters, digits, '.', '_' or '-' (coco, f30k, synth)", c.Dataset.Name)
 	}
@@ -237,10 +243,7 @@ func (c Config) Validate() error {
 	real("training.lr", t.LR, 0, 10, true)
 	real("training.bert-lr", t.BERTLR, 0, 10, false)
 	if t.Beta1 != 0 {
-		real("training.beta1", t.Beta1, 0, 1, true)
-		if t.Beta1 >= 1 {
-			bad("training.beta1", "%v must be below 1", t.Beta1)
-		}
+		interval("training.beta1", t.Beta1, 0, 1, true, true)
 	}
 	real("training.grad-clip", t.GradClip, 0, 1e6, false)
 	real("training.margin", float64(t.Margin), 0, 100, false)
@@ -258,10 +261,7 @@ func (c Config) Validate() error {
 	}
 	between("training.patience", t.Patience, 0, math.MaxInt32)
 	if t.EMADecay != 0 {
-		real("training.ema-decay", t.EMADecay, 0, 1, true)
-		if t.EMADecay >= 1 {
-			bad("training.ema-decay", "%v must be below 1", t.EMADecay)
-		}
+		interval("training.ema-decay", t.EMADecay, 0, 1, true, true)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))

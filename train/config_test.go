@@ -53,11 +53,12 @@ func TestConfigErrors(t *testing.T) {
 		{"model:\n  name: bert\n", "model.name: \"bert\" is not one of member, seam, teran, tern, vsepp"},
 		{"model:\n  name: member\n  pool: max\n  fusion: late\n  responses: 5\n  usage-ratio: 1\n  space: comb\n  combination: similarity\n", "training.loss-type: member trains with the matching loss"},
 		{"training:\n  step-unit: weeks\n", "training.step-unit: \"weeks\" is not one of epochs, iterations"},
-		{"training:\n  beta1: 1\n", "training.beta1: 1 must be below 1"},
-		{"training:\n  beta1: -0.5\n", "training.beta1: -0.5 is out of range (0, 1]"},
+		{"training:\n  beta1: 1\n", "training.beta1: 1 is out of range (0, 1)"},
+		{"training:\n  beta1: -0.5\n", "training.beta1: -0.5 is out of range (0, 1)"},
 		{"training:\n  patience: -1\n", "training.patience: -1 is out of range [0,"},
-		{"training:\n  ema-decay: 1\n", "training.ema-decay: 1 must be below 1"},
-		{"training:\n  ema-decay: -0.9\n", "training.ema-decay: -0.9 is out of range (0, 1]"},
+		{"training:\n  ema-decay: 1\n", "training.ema-decay: 1 is out of range (0, 1)"},
+		{"training:\n  ema-decay: -0.9\n", "training.ema-decay: -0.9 is out of range (0, 1)"},
+		{"training:\n  ema-decay: 1.5\n", "invalid config: training.ema-decay: 1.5 is out of range (0, 1)\n"}, // one message, the whole error
 		{"model:\n  name: vsepp\n  embed-size: 64\ntext-model:\n  name: gru\n  hidden: 32\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.hidden: vsepp's GRU state is the caption embedding: 32 must equal model.embed-size 64"},
 		{"model:\n  name: vsepp\ntext-model:\n  name: bert\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.name: \"bert\" is not one of gru"},
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n  hops: 2\n  attention-units: 8\nimage-model:\n  name: global\n", "seam trains with the matching loss"},
@@ -94,7 +95,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.yaml))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !strings.Contains(err.Error()+"\n", c.want) {
 			t.Errorf("%q: error %v, want one mentioning %q", c.yaml, err, c.want)
 		}
 	}
