@@ -220,8 +220,6 @@ func (c Config) Validate() error {
 			bad(key, "%v is out of range %s%g, %g%s", v, lb, lo, hi, rb)
 		}
 	}
-	// real checks lo <= v <= hi (lo < v when open), and that v is a number.
-	real := func(key string, v, lo, hi float64, open bool) { interval(key, v, lo, hi, open, false) }
 	if c.Dataset.Name != "" && !validName(c.Dataset.Name) {
 		bad("dataset.name", "%q: want a short label of letters, digits, '.', '_' or '-' (coco, f30k, synth)", c.Dataset.Name)
 	}
@@ -240,13 +238,13 @@ func (c Config) Validate() error {
 	if !slices.Contains(schedulers, t.Scheduler) {
 		bad("training.scheduler", "%q is not one of %s", t.Scheduler, strings.Join(schedulers[1:], ", "))
 	}
-	real("training.lr", t.LR, 0, 10, true)
-	real("training.bert-lr", t.BERTLR, 0, 10, false)
+	interval("training.lr", t.LR, 0, 10, true, false)
+	interval("training.bert-lr", t.BERTLR, 0, 10, false, false)
 	if t.Beta1 != 0 {
 		interval("training.beta1", t.Beta1, 0, 1, true, true)
 	}
-	real("training.grad-clip", t.GradClip, 0, 1e6, false)
-	real("training.margin", float64(t.Margin), 0, 100, false)
+	interval("training.grad-clip", t.GradClip, 0, 1e6, false, false)
+	interval("training.margin", float64(t.Margin), 0, 100, false, false)
 	between("training.bs", t.BatchSize, 2, MaxBatchSize)
 	between("training.epochs", t.Epochs, 1, 1_000_000)
 	between("training.val-step", t.ValStep, 0, math.MaxInt32)
@@ -254,7 +252,7 @@ func (c Config) Validate() error {
 	between("training.max-violation-after", t.MaxViolationAfter, 0, math.MaxInt32)
 	if t.Scheduler == "steplr" {
 		between("training.step-size", t.StepSize, 0, math.MaxInt32)
-		real("training.gamma", t.Gamma, 0, 1, true)
+		interval("training.gamma", t.Gamma, 0, 1, true, false)
 	}
 	if !slices.Contains(stepUnits, t.StepUnit) {
 		bad("training.step-unit", "%q is not one of %s", t.StepUnit, strings.Join(stepUnits[1:], ", "))

@@ -58,7 +58,6 @@ func TestConfigErrors(t *testing.T) {
 		{"training:\n  patience: -1\n", "training.patience: -1 is out of range [0,"},
 		{"training:\n  ema-decay: 1\n", "training.ema-decay: 1 is out of range (0, 1)"},
 		{"training:\n  ema-decay: -0.9\n", "training.ema-decay: -0.9 is out of range (0, 1)"},
-		{"training:\n  ema-decay: 1.5\n", "invalid config: training.ema-decay: 1.5 is out of range (0, 1)\n"}, // one message, the whole error
 		{"model:\n  name: vsepp\n  embed-size: 64\ntext-model:\n  name: gru\n  hidden: 32\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.hidden: vsepp's GRU state is the caption embedding: 32 must equal model.embed-size 64"},
 		{"model:\n  name: vsepp\ntext-model:\n  name: bert\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.name: \"bert\" is not one of gru"},
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n  hops: 2\n  attention-units: 8\nimage-model:\n  name: global\n", "seam trains with the matching loss"},
@@ -95,8 +94,20 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.yaml))
-		if err == nil || !strings.Contains(err.Error()+"\n", c.want) {
+		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one mentioning %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+// TestOpenIntervalOneMessage: a value above an open interval's upper end
+// is reported once, as out of the interval.
+func TestOpenIntervalOneMessage(t *testing.T) {
+	for _, key := range []string{"beta1", "ema-decay"} {
+		_, err := ParseConfig([]byte("training:\n  " + key + ": 1.5\n"))
+		want := "invalid config: training." + key + ": 1.5 is out of range (0, 1)"
+		if err == nil || err.Error() != want {
+			t.Errorf("%s 1.5: error %v, want exactly %q", key, err, want)
 		}
 	}
 }
