@@ -297,26 +297,6 @@ func (tp *Tape) Sigmoid(a *Tensor) *Tensor {
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
 
-// GELU returns x * Phi(x) with the exact normal CDF, as PyTorch's default
-// nn.GELU.
-func (tp *Tape) GELU(a *Tensor) *Tensor {
-	return tp.unary(a, geluF, func(x, _ float32) float32 { return geluGrad(x) })
-}
-
-// geluF is GELU's forward, x * Phi(x), shared with LinearGELU.
-func geluF(x float32) float32 {
-	return float32(0.5 * float64(x) * (1 + math.Erf(float64(x)/math.Sqrt2)))
-}
-
-// geluGrad is GELU's derivative, Phi(x) + x * phi(x), shared with
-// LinearGELU.
-func geluGrad(x float32) float32 {
-	xf := float64(x)
-	cdf := 0.5 * (1 + math.Erf(xf/math.Sqrt2))
-	pdf := math.Exp(-0.5*xf*xf) / math.Sqrt(2*math.Pi)
-	return float32(cdf + xf*pdf)
-}
-
 // Clamp limits a to [lo, hi]; the gradient is zero outside. Use
 // math.Inf for a one-sided clamp (Clamp(x, 0, +Inf) is the hinge max(0, x)).
 func (tp *Tape) Clamp(a *Tensor, lo, hi float32) *Tensor {

@@ -42,6 +42,11 @@ func oneThreadBLAS() bool {
 // tiles for the small-matrix kernels when OpenBLAS runs on one thread.
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m > 64 || m*n*k < gemmSmallMin || m*k*16 > blasSmall || !oneThreadBLAS() {
+		if busyWorkers.Load() > 0 {
+			// A weight-gradient task has a core: one call on this one.
+			blas.SgemmSerial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+			return
+		}
 		blas.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
@@ -72,11 +77,11 @@ func forEachHead(n int, fn func(bh int)) {
 	}
 }
 
-// parallelTasks runs fn(0..n-1) on up to GOMAXPROCS goroutines that take
+// parallelTasks runs fn(0..n-1) on up to cores() goroutines that take
 // task indices from a shared counter, so that a slow (descheduled) worker
 // does not hold the others up.
 func parallelTasks(n int, fn func(i int)) {
-	p := min(runtime.GOMAXPROCS(0), n)
+	p := min(cores(), n)
 	if p <= 1 {
 		for i := 0; i < n; i++ {
 			fn(i)

@@ -1,7 +1,5 @@
 package tensor
 
-import "github.com/xmr-project/xmr/blas"
-
 // MatMul multiplies op(a) by op(b), where op transposes the last two
 // dimensions when the flag is set.
 //
@@ -39,7 +37,7 @@ func (tp *Tape) MatMul(a, b *Tensor, transA, transB bool) *Tensor {
 	sa, sb, sc := m*k, k*n, m*n
 	lda, ldb := a.Shape[nd-1], b.Shape[nd-1]
 	for i := 0; i < batch; i++ {
-		blas.Sgemm(transA, transB, m, n, k, 1, a.Data[i*sa:(i+1)*sa], lda, b.Data[i*sb:(i+1)*sb], ldb, 0, out.Data[i*sc:(i+1)*sc], n)
+		gemm(transA, transB, m, n, k, 1, a.Data[i*sa:(i+1)*sa], lda, b.Data[i*sb:(i+1)*sb], ldb, 0, out.Data[i*sc:(i+1)*sc], n)
 	}
 	if tp.needs(a, b) {
 		tp.record(out, func(g []float32) {
@@ -49,17 +47,17 @@ func (tp *Tape) MatMul(a, b *Tensor, transA, transB bool) *Tensor {
 					ga := tp.grad(a)[i*sa : (i+1)*sa]
 					// C = op(A) op(B): dA = dC op(B)^T, or (dC op(B)^T)^T when A is transposed.
 					if !transA {
-						blas.Sgemm(false, !transB, m, k, n, 1, gc, n, b.Data[i*sb:(i+1)*sb], ldb, 1, ga, lda)
+						tp.gemmBwd(false, !transB, m, k, n, gc, n, b.Data[i*sb:(i+1)*sb], ldb, ga, lda)
 					} else {
-						blas.Sgemm(transB, true, k, m, n, 1, b.Data[i*sb:(i+1)*sb], ldb, gc, n, 1, ga, lda)
+						tp.gemmBwd(transB, true, k, m, n, b.Data[i*sb:(i+1)*sb], ldb, gc, n, ga, lda)
 					}
 				}
 				if b.requiresGrad {
 					gb := tp.grad(b)[i*sb : (i+1)*sb]
 					if !transB {
-						blas.Sgemm(!transA, false, k, n, m, 1, a.Data[i*sa:(i+1)*sa], lda, gc, n, 1, gb, ldb)
+						tp.gemmBwd(!transA, false, k, n, m, a.Data[i*sa:(i+1)*sa], lda, gc, n, gb, ldb)
 					} else {
-						blas.Sgemm(true, transA, n, k, m, 1, gc, n, a.Data[i*sa:(i+1)*sa], lda, 1, gb, ldb)
+						tp.gemmBwd(true, transA, n, k, m, gc, n, a.Data[i*sa:(i+1)*sa], lda, gb, ldb)
 					}
 				}
 			}
@@ -90,13 +88,13 @@ func (tp *Tape) matmulRows(a, b *Tensor, transB bool) *Tensor {
 	if tp.needs(a, b) {
 		tp.record(out, func(g []float32) {
 			if a.requiresGrad {
-				blas.Sgemm(false, !transB, rows, k, n, 1, g, n, b.Data, ldb, 1, tp.grad(a), k)
+				tp.gemmBwd(false, !transB, rows, k, n, g, n, b.Data, ldb, tp.grad(a), k)
 			}
 			if b.requiresGrad {
 				if !transB {
-					blas.Sgemm(true, false, k, n, rows, 1, a.Data, k, g, n, 1, tp.grad(b), ldb)
+					tp.gemmBwd(true, false, k, n, rows, a.Data, k, g, n, tp.grad(b), ldb)
 				} else {
-					blas.Sgemm(true, false, n, k, rows, 1, g, n, a.Data, k, 1, tp.grad(b), ldb)
+					tp.gemmBwd(true, false, n, k, rows, g, n, a.Data, k, tp.grad(b), ldb)
 				}
 			}
 		})

@@ -1,19 +1,16 @@
 package tensor
 
-import (
-	"runtime"
-	"sync"
-)
+import "sync"
 
 // minParallel is the number of elements below which kernels run on one
 // goroutine: the cost of starting goroutines exceeds the gain.
 const minParallel = 1 << 15
 
-// parallelFor splits [0, n) into contiguous chunks run on up to GOMAXPROCS
+// parallelFor splits [0, n) into contiguous chunks run on up to cores()
 // goroutines; cost is the approximate work per index (1 for a cheap
 // elementwise op) and decides whether splitting pays.
 func parallelFor(n, cost int, fn func(lo, hi int)) {
-	p := runtime.GOMAXPROCS(0)
+	p := cores()
 	if p == 1 || n*cost < minParallel || n < 2 {
 		fn(0, n)
 		return

@@ -13,6 +13,8 @@ type Tape struct {
 	// Rand drives dropout. NewTape seeds it with a fixed seed; set it (for
 	// example per step from the run's seed) for reproducible training.
 	Rand *rand.Rand
+	// async runs weight gradients during BackwardAndReset (see async.go).
+	async *asyncRunner
 }
 
 type node struct {
@@ -107,6 +109,9 @@ func (tp *Tape) view(data []float32, shape []int) *Tensor {
 // Intermediate tensors take it from the tape's pool; leaves from the heap, so
 // that parameter gradients survive Reset.
 func (tp *Tape) grad(t *Tensor) []float32 {
+	if tp != nil && tp.async != nil {
+		tp.async.waitFor(t)
+	}
 	if t.Grad == nil {
 		if t.owner == tp && tp != nil && len(tp.nodes) > 0 {
 			t.Grad = tp.allocZero(len(t.Data))
@@ -145,7 +150,11 @@ func (tp *Tape) BackwardWithGrad(out *Tensor, g []float32) { tp.backward(out, g,
 // Reset holds every intermediate value and every intermediate gradient at
 // once, twice the activations; a training step needs only the first.
 // Tensors produced on the tape must not be used afterwards, as after Reset
-// (read the loss before calling it).
+// (read the loss before calling it). With OpenBLAS on one thread per call
+// and two or more cores, the weight gradients of large Linear layers are
+// computed by a worker goroutine beside the rest of the pass (async.go),
+// with the same results bit for bit; they are all in place when it
+// returns.
 func (tp *Tape) BackwardAndReset(loss *Tensor) {
 	checkLoss(loss)
 	tp.backward(loss, []float32{1}, true)
@@ -172,6 +181,16 @@ func (tp *Tape) backward(out *Tensor, g []float32, release bool) {
 	for i, v := range g {
 		og[i] += v
 	}
+	if release && asyncEnabled() {
+		tp.async = startAsync()
+		defer func() {
+			r := tp.async
+			tp.async = nil
+			for _, b := range r.finish() {
+				tp.pool.put(b)
+			}
+		}()
+	}
 	for i := len(tp.nodes) - 1; i >= 0; i-- {
 		n := tp.nodes[i]
 		if n.out.Grad != nil {
@@ -179,6 +198,11 @@ func (tp *Tape) backward(out *Tensor, g []float32, release bool) {
 		}
 		if release {
 			tp.release(n.out)
+		}
+		if tp.async != nil {
+			for _, b := range tp.async.reap() {
+				tp.pool.put(b)
+			}
 		}
 	}
 }
@@ -205,8 +229,15 @@ func (tp *Tape) release(t *Tensor) {
 	}
 }
 
-// put returns a buffer to the pool.
-func (tp *Tape) put(b []float32) { tp.pool.put(b) }
+// put returns a buffer to the pool, or, while a weight-gradient task
+// reads it, to the list the pool takes back from when the task is done.
+func (tp *Tape) put(b []float32) {
+	if tp.async != nil && tp.async.pinned(b) {
+		tp.async.held = append(tp.async.held, b)
+		return
+	}
+	tp.pool.put(b)
+}
 
 // Reset forgets the recorded operations and returns the buffers of every
 // tensor produced on the tape to its pool. Those tensors must not be used

@@ -1,0 +1,377 @@
+package tensor
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/xmr-project/xmr/blas"
+)
+
+// Weight gradients off the critical path.
+//
+// In a backward pass the gradient of a layer's input (dX = dY W) feeds the
+// layers before it, but the gradient of its weight (dW = dY^T X) feeds
+// nothing until the optimiser: it can run at any time before the pass
+// ends. BackwardAndReset, when OpenBLAS runs one thread per call on two or
+// more cores, queues each large weight-gradient product of Linear as a
+// task for a worker goroutine and goes on down the tape. The main
+// goroutine's own large products (the input gradients) are cut in two
+// halves: it computes one and offers the other, which the worker takes
+// before any queued task; when the worker is busy, the main goroutine
+// computes the second half too, and while it waits for a half the worker
+// took, it runs queued tasks. So neither core waits while there is a
+// product to compute, where a pass that splits every product in two waits
+// for the slower half each time (a sixth of a paper-size step on a cloud
+// host whose two virtual CPUs run at different speeds from moment to
+// moment). While tasks are queued, the main goroutine's other kernels run
+// on the remaining cores (cores).
+//
+// Buffers a queued task reads (the output gradient, the layer's input) are
+// pinned: the tape hands them back to its pool only after the task has
+// run. Tasks that accumulate into the same gradient run in the order they
+// were queued, and a leaf's gradient buffer is waited for (grad) before
+// anything else writes it, so every sum is that of the serial pass, bit
+// for bit: OpenBLAS computes each element of a product the same way
+// however the product is cut into blocks of rows or columns.
+
+// asyncMinWork is the least m*n*k of a product worth a task of its own
+// or cutting in two (smaller ones run at once); a variable for tests.
+var asyncMinWork = 1 << 24
+
+// asyncMaxPending is how many weight-gradient tasks may be queued or
+// running before the main goroutine computes new ones itself: a bound on
+// the pinned memory.
+const asyncMaxPending = 4
+
+// busyWorkers counts the weight-gradient tasks queued and not yet done:
+// while there are any the worker has a core, which the kernels of this
+// package leave to it (see cores). Queueing counts the task at once, so
+// that a kernel started right after it does not spread over the core the
+// worker is about to take.
+var busyWorkers atomic.Int32
+
+// cores returns how many goroutines a kernel may use now: GOMAXPROCS, less
+// one while a weight-gradient task is queued or running.
+func cores() int {
+	p := runtime.GOMAXPROCS(0)
+	if busyWorkers.Load() > 0 {
+		p--
+	}
+	return max(p, 1)
+}
+
+// asyncEnabled reports whether a backward pass should defer weight
+// gradients: one-thread OpenBLAS calls on two or more cores. A variable
+// for tests.
+var asyncEnabled = oneThreadBLAS
+
+// asyncTasks counts the weight-gradient tasks run, and asyncHalves the
+// halves of products the worker took, for tests.
+var asyncTasks, asyncHalves atomic.Int64
+
+// Task states.
+const (
+	taskQueued = iota
+	taskRunning
+	taskDone
+)
+
+// asyncTask is one product to compute.
+type asyncTask struct {
+	run    func()
+	target *Tensor       // the gradient it accumulates into (nil: a half)
+	pins   [][]float32   // buffers it reads
+	state  int           // under the runner's mu
+	done   chan struct{} // closed when it has run
+	failed any           // what run panicked with, if it did
+}
+
+// asyncRunner is the worker of one backward pass and its queues.
+type asyncRunner struct {
+	mu      sync.Mutex
+	cond    *sync.Cond   // a task was queued or finished, or the pass ended
+	offered []*asyncTask // halves of the main goroutine's products
+	queue   []*asyncTask // weight gradients, in order
+	running []*asyncTask // weight gradients being computed
+	closed  bool
+	exited  chan struct{}
+
+	// Touched by the main goroutine only.
+	pending []*asyncTask // weight gradients queued, not yet reaped
+	held    [][]float32  // released buffers still pinned by a task
+}
+
+// startAsync starts the worker.
+func startAsync() *asyncRunner {
+	r := &asyncRunner{exited: make(chan struct{})}
+	r.cond = sync.NewCond(&r.mu)
+	go r.work()
+	return r
+}
+
+// work is the worker's loop: offered halves first, then queued tasks.
+func (r *asyncRunner) work() {
+	defer close(r.exited)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		if len(r.offered) > 0 {
+			t := r.offered[0]
+			r.offered = slices.Delete(r.offered, 0, 1)
+			r.runLocked(t)
+			asyncHalves.Add(1)
+			continue
+		}
+		if t := r.nextLocked(); t != nil {
+			r.runLocked(t)
+			continue
+		}
+		if r.closed {
+			return
+		}
+		r.cond.Wait()
+	}
+}
+
+// nextLocked takes the first queued task that no earlier task, queued or
+// running, shares a gradient with (so that sums into one gradient keep
+// their order), or returns nil.
+func (r *asyncRunner) nextLocked() *asyncTask {
+	for i, t := range r.queue {
+		blocked := false
+		for _, u := range r.running {
+			blocked = blocked || u.target == t.target
+		}
+		for _, u := range r.queue[:i] {
+			blocked = blocked || u.target == t.target
+		}
+		if !blocked {
+			r.queue = slices.Delete(r.queue, i, i+1)
+			return t
+		}
+	}
+	return nil
+}
+
+// runLocked runs t with mu released, and marks it done.
+func (r *asyncRunner) runLocked(t *asyncTask) {
+	t.state = taskRunning
+	if t.target != nil {
+		r.running = append(r.running, t)
+	}
+	r.mu.Unlock()
+	func() {
+		defer func() { t.failed = recover() }()
+		t.run()
+	}()
+	r.mu.Lock()
+	t.state = taskDone
+	if t.target != nil {
+		r.running = slices.DeleteFunc(r.running, func(u *asyncTask) bool { return u == t })
+		asyncTasks.Add(1)
+		busyWorkers.Add(-1)
+	}
+	close(t.done)
+	r.cond.Broadcast()
+}
+
+// submit queues run, which accumulates into target's gradient and reads
+// pins. It reports false (and queues nothing) when asyncMaxPending tasks
+// are queued or running.
+func (r *asyncRunner) submit(run func(), target *Tensor, pins ...[]float32) bool {
+	r.reapTasks()
+	if len(r.pending) >= asyncMaxPending {
+		return false
+	}
+	t := &asyncTask{run: run, target: target, pins: pins, done: make(chan struct{})}
+	r.pending = append(r.pending, t)
+	busyWorkers.Add(1)
+	r.mu.Lock()
+	r.queue = append(r.queue, t)
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	return true
+}
+
+// split computes a product that run(0) and run(1) compute the two halves
+// of: it offers half 1 to the worker, computes half 0, then half 1 unless
+// the worker has taken it, running queued tasks while it waits for it.
+func (r *asyncRunner) split(run func(half int)) {
+	t := &asyncTask{run: func() { run(1) }, done: make(chan struct{})}
+	r.mu.Lock()
+	r.offered = append(r.offered, t)
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	run(0)
+	r.mu.Lock()
+	if t.state == taskQueued {
+		r.offered = slices.DeleteFunc(r.offered, func(u *asyncTask) bool { return u == t })
+		r.runLocked(t)
+	}
+	for t.state != taskDone {
+		if u := r.nextLocked(); u != nil {
+			r.runLocked(u)
+			continue
+		}
+		r.cond.Wait()
+	}
+	r.mu.Unlock()
+	if t.failed != nil {
+		panic(t.failed)
+	}
+}
+
+// reapTasks forgets the finished tasks; a task's panic goes on here, on
+// the main goroutine, where the caller's recover (tensor.Try) sees it.
+func (r *asyncRunner) reapTasks() {
+	var failed any
+	r.pending = slices.DeleteFunc(r.pending, func(t *asyncTask) bool {
+		select {
+		case <-t.done:
+			if t.failed != nil && failed == nil {
+				failed = t.failed
+			}
+			return true
+		default:
+			return false
+		}
+	})
+	if failed != nil {
+		panic(failed)
+	}
+}
+
+// reap forgets the finished tasks and returns the held buffers that no
+// pending task reads any more.
+func (r *asyncRunner) reap() [][]float32 {
+	r.reapTasks()
+	var free [][]float32
+	r.held = slices.DeleteFunc(r.held, func(b []float32) bool {
+		if r.pinned(b) {
+			return false
+		}
+		free = append(free, b)
+		return true
+	})
+	return free
+}
+
+// pinned reports whether a pending task reads memory of b.
+func (r *asyncRunner) pinned(b []float32) bool {
+	if len(r.pending) == 0 || cap(b) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	hi := lo + uintptr(cap(b))*4
+	for _, t := range r.pending {
+		for _, p := range t.pins {
+			if cap(p) == 0 {
+				continue
+			}
+			plo := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+			if plo < hi && lo < plo+uintptr(len(p))*4 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitFor waits until no pending task accumulates into t's gradient.
+func (r *asyncRunner) waitFor(t *Tensor) {
+	for _, p := range r.pending {
+		if p.target == t {
+			<-p.done
+		}
+	}
+}
+
+// finish runs or waits for every queued task, stops the worker and
+// returns the buffers the tasks held.
+func (r *asyncRunner) finish() [][]float32 {
+	r.mu.Lock()
+	for {
+		if t := r.nextLocked(); t != nil {
+			r.runLocked(t)
+			continue
+		}
+		if len(r.queue) == 0 && len(r.running) == 0 {
+			break
+		}
+		r.cond.Wait()
+	}
+	r.closed = true
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	<-r.exited
+	return r.reap() // panics if a task did
+}
+
+// deferGEMM computes gc += op(A) op(B), gc being the gradient of target,
+// as a task of the worker when one runs and the product is large, else at
+// once (as gemmBwd). a and b are pinned until it has run.
+func (tp *Tape) deferGEMM(target *Tensor, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, gc []float32, ldc int) {
+	if r := tp.async; r != nil && m*n*k >= asyncMinWork {
+		run := func() { blas.SgemmSerial(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, gc, ldc) }
+		if r.submit(run, target, a, b) {
+			return
+		}
+	}
+	tp.gemmBwd(transA, transB, m, n, k, a, lda, b, ldb, gc, ldc)
+}
+
+// gemmBwd computes C += op(A) op(B) in a backward pass. With a worker and
+// a large product: in one call when the worker has tasks, else cut in two
+// halves, one for the worker (split). Otherwise as gemm.
+func (tp *Tape) gemmBwd(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	r := tp.async
+	if r == nil || m*n*k < asyncMinWork || (m < 32 && n < 32) {
+		gemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
+		return
+	}
+	if busyWorkers.Load() > 0 {
+		// The worker has tasks: one call here, on the other core (a
+		// half offered now would wait behind them, or keep this
+		// goroutine waiting for it).
+		blas.SgemmSerial(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
+		return
+	}
+	if m >= n {
+		// Halves of C's rows: rows of op(A).
+		h := (m + 1) / 2
+		r.split(func(half int) {
+			i0, rows := 0, h
+			if half == 1 {
+				i0, rows = h, m-h
+			}
+			if rows <= 0 {
+				return
+			}
+			aOff := i0 * lda
+			if transA {
+				aOff = i0
+			}
+			blas.SgemmSerial(transA, transB, rows, n, k, 1, a[aOff:], lda, b, ldb, 1, c[i0*ldc:], ldc)
+		})
+		return
+	}
+	// Halves of C's columns, whole cache lines of C: columns of op(B).
+	h := ((n+1)/2 + 15) &^ 15
+	r.split(func(half int) {
+		j0, cols := 0, min(h, n)
+		if half == 1 {
+			j0, cols = h, n-h
+		}
+		if cols <= 0 {
+			return
+		}
+		bOff := j0
+		if transB {
+			bOff = j0 * ldb
+		}
+		blas.SgemmSerial(transA, transB, m, cols, k, 1, a, lda, b[bOff:], ldb, 1, c[j0:], ldc)
+	})
+}
