@@ -314,6 +314,7 @@ func (r *asyncRunner) finish() [][]float32 {
 // as a task of the worker when one runs and the product is large, else at
 // once (as gemmBwd). a and b are pinned until it has run.
 func (tp *Tape) deferGEMM(target *Tensor, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, gc []float32, ldc int) {
+	tp = tp.target()
 	if r := tp.async; r != nil && m*n*k >= asyncMinWork {
 		run := func() { blas.SgemmSerial(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, gc, ldc) }
 		if r.submit(run, target, a, b) {
@@ -327,7 +328,7 @@ func (tp *Tape) deferGEMM(target *Tensor, transA, transB bool, m, n, k int, a []
 // a large product: in one call when the worker has tasks, else cut in two
 // halves, one for the worker (split). Otherwise as gemm.
 func (tp *Tape) gemmBwd(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	r := tp.async
+	r := tp.target().async
 	if r == nil || m*n*k < asyncMinWork || (m < 32 && n < 32) {
 		gemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
 		return

@@ -225,6 +225,7 @@ func (tp *Tape) free(b []float32) {
 // keepBuf registers a scratch buffer that a recorded backward reads, so that
 // Reset returns it to the pool.
 func (tp *Tape) keepBuf(b []float32) {
+	tp = tp.target()
 	if tp != nil {
 		tp.live = append(tp.live, &Tensor{Data: b, Shape: []int{len(b)}})
 	}

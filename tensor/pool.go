@@ -3,6 +3,7 @@ package tensor
 import (
 	"math"
 	"slices"
+	"sync"
 )
 
 // bufPool keeps the float32 buffers of a tape between steps. A request
@@ -13,12 +14,15 @@ import (
 // batches whose captions differ in length (and so every text tensor in
 // size) reuse each other's buffers instead of each length keeping its own.
 type bufPool struct {
+	mu    sync.Mutex          // a forked tape shares its parent's pool
 	free  map[int][][]float32 // by capacity
 	sizes []int               // the keys of free, ascending
 }
 
 // get returns a buffer of n floats with unspecified contents.
 func (p *bufPool) get(n int) []float32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if l := p.free[n]; len(l) > 0 {
 		return p.take(n)[:n]
 	}
@@ -49,6 +53,8 @@ func (p *bufPool) put(b []float32) {
 			b[i] = nan
 		}
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	c := len(b)
 	if p.free == nil {
 		p.free = map[int][][]float32{}

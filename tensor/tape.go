@@ -15,6 +15,11 @@ type Tape struct {
 	Rand *rand.Rand
 	// async runs weight gradients during BackwardAndReset (see async.go).
 	async *asyncRunner
+	// shared is the pool of the tape this one was forked from (nil: pool);
+	// joined is that tape once Join has taken this one's record over, and
+	// the one the record's backward closures act on.
+	shared *bufPool
+	joined *Tape
 }
 
 type node struct {
@@ -64,7 +69,24 @@ func (tp *Tape) alloc(n int) []float32 {
 	if tp == nil {
 		return make([]float32, n)
 	}
-	return tp.pool.get(n)
+	return tp.bufs().get(n)
+}
+
+// bufs returns the pool the tape's buffers come from.
+func (tp *Tape) bufs() *bufPool {
+	if tp.shared != nil {
+		return tp.shared
+	}
+	return &tp.pool
+}
+
+// target returns the tape that now holds this one's record: tp, or the
+// tape it was joined into.
+func (tp *Tape) target() *Tape {
+	for tp != nil && tp.joined != nil {
+		tp = tp.joined
+	}
+	return tp
 }
 
 // allocZero returns a zeroed buffer of n floats.
@@ -79,6 +101,7 @@ func (tp *Tape) allocZero(n int) []float32 {
 
 // newTensor makes a tensor with an uninitialised buffer owned by the tape.
 func (tp *Tape) newTensor(shape []int) *Tensor {
+	tp = tp.target()
 	t := &Tensor{Shape: append([]int(nil), shape...), Data: tp.alloc(prod(shape))}
 	if tp != nil {
 		t.owner = tp
@@ -97,6 +120,7 @@ func (tp *Tape) newZero(shape []int) *Tensor {
 // view makes a tensor sharing data's buffer (owned by whoever owns data).
 // Its gradient buffer, if any, is the tape's.
 func (tp *Tape) view(data []float32, shape []int) *Tensor {
+	tp = tp.target()
 	t := &Tensor{Shape: append([]int(nil), shape...), Data: data, isView: true}
 	if tp != nil {
 		t.owner = tp
@@ -109,6 +133,7 @@ func (tp *Tape) view(data []float32, shape []int) *Tensor {
 // Intermediate tensors take it from the tape's pool; leaves from the heap, so
 // that parameter gradients survive Reset.
 func (tp *Tape) grad(t *Tensor) []float32 {
+	tp = tp.target()
 	if tp != nil && tp.async != nil {
 		tp.async.waitFor(t)
 	}
@@ -187,7 +212,7 @@ func (tp *Tape) backward(out *Tensor, g []float32, release bool) {
 			r := tp.async
 			tp.async = nil
 			for _, b := range r.finish() {
-				tp.pool.put(b)
+				tp.bufs().put(b)
 			}
 		}()
 	}
@@ -201,7 +226,7 @@ func (tp *Tape) backward(out *Tensor, g []float32, release bool) {
 		}
 		if tp.async != nil {
 			for _, b := range tp.async.reap() {
-				tp.pool.put(b)
+				tp.bufs().put(b)
 			}
 		}
 	}
@@ -232,11 +257,12 @@ func (tp *Tape) release(t *Tensor) {
 // put returns a buffer to the pool, or, while a weight-gradient task
 // reads it, to the list the pool takes back from when the task is done.
 func (tp *Tape) put(b []float32) {
+	tp = tp.target()
 	if tp.async != nil && tp.async.pinned(b) {
 		tp.async.held = append(tp.async.held, b)
 		return
 	}
-	tp.pool.put(b)
+	tp.bufs().put(b)
 }
 
 // Reset forgets the recorded operations and returns the buffers of every

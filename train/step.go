@@ -91,7 +91,11 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 	s.tp.Seed(s.tc.Seed, uint64(iter))
 	err = tensor.Try(func() {
-		l := s.obj.Loss(s.tp, s.m.EncodeImages(s.tp, b.Images), s.m.EncodeTexts(s.tp, b.Texts), b.Texts, iter)
+		// The encoders share nothing until the loss: side by side.
+		var img, txt *model.Encoded
+		s.tp.Both(func(tp *tensor.Tape) { img = s.m.EncodeImages(tp, b.Images) },
+			func(tp *tensor.Tape) { txt = s.m.EncodeTexts(tp, b.Texts) })
+		l := s.obj.Loss(s.tp, img, txt, b.Texts, iter)
 		loss = float64(l.Item())
 		s.tp.BackwardAndReset(l)
 	})
