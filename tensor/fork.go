@@ -58,10 +58,10 @@ func (tp *Tape) Both(first, second func(tp *Tape)) {
 		second(fork)
 	})
 	func() {
+		defer wg.Wait() // also when first panics: the fork ends before Both
 		defer release()
 		first(tp)
 	}()
-	wg.Wait()
 	if r := failed.Load(); r != nil {
 		panic(*r.(*any))
 	}

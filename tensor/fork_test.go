@@ -5,13 +5,14 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBoth checks that two branches recorded side by side (Both) give the
 // loss and gradients, bit for bit, of the same branches one after the
 // other, with dropout in both, released buffers poisoned and the weight
-// gradients on the worker; and that a panic in the forked branch reaches
-// the caller.
+// gradients on the worker; and that a panic in either branch reaches the
+// caller, after the fork has ended.
 func TestBoth(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	const width = 40
@@ -68,6 +69,16 @@ func TestBoth(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "MatMul") {
 		t.Errorf("a shape error in the forked branch gave %v", err)
+	}
+	forkDone := false
+	err = Try(func() {
+		NewTape().Both(func(tp *Tape) { tp.MatMul(xa, xb, false, false) }, func(*Tape) {
+			time.Sleep(20 * time.Millisecond)
+			forkDone = true
+		})
+	})
+	if err == nil || !forkDone {
+		t.Errorf("a shape error in the first branch gave %v; the fork had ended: %v", err, forkDone)
 	}
 	if n := busyWorkers.Load(); n != 0 {
 		t.Errorf("%d cores still reserved after Both", n)
