@@ -68,8 +68,8 @@ func ClipScale(params []*tensor.Tensor, maxNorm float64) (scale float32, totalNo
 
 // sumSquares returns the sum of the squares of g: float32 sums over blocks
 // of 1024 elements in eight independent lanes (a float64 sum one element
-// after another waits on each addition, and was a fifth of the non-GEMM
-// time of a paper-size step), added up in float64; a block whose float32
+// after another waits on each addition: 8% of the non-GEMM time of a
+// paper-size step), added up in float64; a block whose float32
 // sum overflows is summed again in float64.
 func sumSquares(g []float32) float64 {
 	var total float64

@@ -17,17 +17,14 @@ import (
 // nothing until the optimiser: it can run at any time before the pass
 // ends. BackwardAndReset, when OpenBLAS runs one thread per call on two or
 // more cores, queues each large weight-gradient product of Linear as a
-// task for a worker goroutine and goes on down the tape. The main
-// goroutine's own large products (the input gradients) are cut in two
-// halves: it computes one and offers the other, which the worker takes
-// before any queued task; when the worker is busy, the main goroutine
-// computes the second half too, and while it waits for a half the worker
-// took, it runs queued tasks. So neither core waits while there is a
-// product to compute, where a pass that splits every product in two waits
-// for the slower half each time (a sixth of a paper-size step on a cloud
-// host whose two virtual CPUs run at different speeds from moment to
-// moment). While tasks are queued, the main goroutine's other kernels run
-// on the remaining cores (cores).
+// task for a worker goroutine and goes on down the tape: the two products
+// of a layer, equal in work, run side by side as one call each, where a
+// pass that splits every product in two waits for the slower half each
+// time (a sixth of a paper-size step on a cloud host whose two virtual
+// CPUs run at different speeds from moment to moment) and packs the
+// shared operand twice. While a task is queued or running, the main
+// goroutine's kernels keep to the other cores (cores; gemm makes one call
+// instead of splitting); when the worker is idle they split as before.
 //
 // Buffers a queued task reads (the output gradient, the layer's input) are
 // pinned: the tape hands them back to its pool only after the task has
@@ -38,7 +35,7 @@ import (
 // however the product is cut into blocks of rows or columns.
 
 // asyncMinWork is the least m*n*k of a product worth a task of its own
-// or cutting in two (smaller ones run at once); a variable for tests.
+// (smaller ones run at once); a variable for tests.
 var asyncMinWork = 1 << 24
 
 // asyncMaxPending is how many weight-gradient tasks may be queued or
@@ -68,9 +65,8 @@ func cores() int {
 // for tests.
 var asyncEnabled = oneThreadBLAS
 
-// asyncTasks counts the weight-gradient tasks run, and asyncHalves the
-// halves of products the worker took, for tests.
-var asyncTasks, asyncHalves atomic.Int64
+// asyncTasks counts the weight-gradient tasks run, for tests.
+var asyncTasks atomic.Int64
 
 // Task states.
 const (
@@ -82,7 +78,7 @@ const (
 // asyncTask is one product to compute.
 type asyncTask struct {
 	run    func()
-	target *Tensor       // the gradient it accumulates into (nil: a half)
+	target *Tensor       // the leaf whose gradient it accumulates into
 	pins   [][]float32   // buffers it reads
 	state  int           // under the runner's mu
 	done   chan struct{} // closed when it has run
@@ -93,7 +89,6 @@ type asyncTask struct {
 type asyncRunner struct {
 	mu      sync.Mutex
 	cond    *sync.Cond   // a task was queued or finished, or the pass ended
-	offered []*asyncTask // halves of the main goroutine's products
 	queue   []*asyncTask // weight gradients, in order
 	running []*asyncTask // weight gradients being computed
 	closed  bool
@@ -112,19 +107,12 @@ func startAsync() *asyncRunner {
 	return r
 }
 
-// work is the worker's loop: offered halves first, then queued tasks.
+// work is the worker's loop.
 func (r *asyncRunner) work() {
 	defer close(r.exited)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
-		if len(r.offered) > 0 {
-			t := r.offered[0]
-			r.offered = slices.Delete(r.offered, 0, 1)
-			r.runLocked(t)
-			asyncHalves.Add(1)
-			continue
-		}
 		if t := r.nextLocked(); t != nil {
 			r.runLocked(t)
 			continue
@@ -159,9 +147,7 @@ func (r *asyncRunner) nextLocked() *asyncTask {
 // runLocked runs t with mu released, and marks it done.
 func (r *asyncRunner) runLocked(t *asyncTask) {
 	t.state = taskRunning
-	if t.target != nil {
-		r.running = append(r.running, t)
-	}
+	r.running = append(r.running, t)
 	r.mu.Unlock()
 	func() {
 		defer func() { t.failed = recover() }()
@@ -169,11 +155,9 @@ func (r *asyncRunner) runLocked(t *asyncTask) {
 	}()
 	r.mu.Lock()
 	t.state = taskDone
-	if t.target != nil {
-		r.running = slices.DeleteFunc(r.running, func(u *asyncTask) bool { return u == t })
-		asyncTasks.Add(1)
-		busyWorkers.Add(-1)
-	}
+	r.running = slices.DeleteFunc(r.running, func(u *asyncTask) bool { return u == t })
+	asyncTasks.Add(1)
+	busyWorkers.Add(-1)
 	close(t.done)
 	r.cond.Broadcast()
 }
@@ -194,34 +178,6 @@ func (r *asyncRunner) submit(run func(), target *Tensor, pins ...[]float32) bool
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	return true
-}
-
-// split computes a product that run(0) and run(1) compute the two halves
-// of: it offers half 1 to the worker, computes half 0, then half 1 unless
-// the worker has taken it, running queued tasks while it waits for it.
-func (r *asyncRunner) split(run func(half int)) {
-	t := &asyncTask{run: func() { run(1) }, done: make(chan struct{})}
-	r.mu.Lock()
-	r.offered = append(r.offered, t)
-	r.cond.Broadcast()
-	r.mu.Unlock()
-	run(0)
-	r.mu.Lock()
-	if t.state == taskQueued {
-		r.offered = slices.DeleteFunc(r.offered, func(u *asyncTask) bool { return u == t })
-		r.runLocked(t)
-	}
-	for t.state != taskDone {
-		if u := r.nextLocked(); u != nil {
-			r.runLocked(u)
-			continue
-		}
-		r.cond.Wait()
-	}
-	r.mu.Unlock()
-	if t.failed != nil {
-		panic(t.failed)
-	}
 }
 
 // reapTasks forgets the finished tasks; a task's panic goes on here, on
@@ -311,68 +267,16 @@ func (r *asyncRunner) finish() [][]float32 {
 }
 
 // deferGEMM computes gc += op(A) op(B), gc being the gradient of target,
-// as a task of the worker when one runs and the product is large, else at
-// once (as gemmBwd). a and b are pinned until it has run.
+// as a task of the worker when one runs, target is a leaf (not produced on
+// the tape, whose backward would read its gradient) and the product is
+// large; else at once (gemm). a and b are pinned until it has run.
 func (tp *Tape) deferGEMM(target *Tensor, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, gc []float32, ldc int) {
 	tp = tp.target()
-	if r := tp.async; r != nil && m*n*k >= asyncMinWork {
+	if r := tp.async; r != nil && target.owner != tp && m*n*k >= asyncMinWork {
 		run := func() { blas.SgemmSerial(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, gc, ldc) }
 		if r.submit(run, target, a, b) {
 			return
 		}
 	}
-	tp.gemmBwd(transA, transB, m, n, k, a, lda, b, ldb, gc, ldc)
-}
-
-// gemmBwd computes C += op(A) op(B) in a backward pass. With a worker and
-// a large product: in one call when the worker has tasks, else cut in two
-// halves, one for the worker (split). Otherwise as gemm.
-func (tp *Tape) gemmBwd(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	r := tp.target().async
-	if r == nil || m*n*k < asyncMinWork || (m < 32 && n < 32) {
-		gemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
-		return
-	}
-	if busyWorkers.Load() > 0 {
-		// The worker has tasks: one call here, on the other core (a
-		// half offered now would wait behind them, or keep this
-		// goroutine waiting for it).
-		blas.SgemmSerial(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
-		return
-	}
-	if m >= n {
-		// Halves of C's rows: rows of op(A).
-		h := (m + 1) / 2
-		r.split(func(half int) {
-			i0, rows := 0, h
-			if half == 1 {
-				i0, rows = h, m-h
-			}
-			if rows <= 0 {
-				return
-			}
-			aOff := i0 * lda
-			if transA {
-				aOff = i0
-			}
-			blas.SgemmSerial(transA, transB, rows, n, k, 1, a[aOff:], lda, b, ldb, 1, c[i0*ldc:], ldc)
-		})
-		return
-	}
-	// Halves of C's columns, whole cache lines of C: columns of op(B).
-	h := ((n+1)/2 + 15) &^ 15
-	r.split(func(half int) {
-		j0, cols := 0, min(h, n)
-		if half == 1 {
-			j0, cols = h, n-h
-		}
-		if cols <= 0 {
-			return
-		}
-		bOff := j0
-		if transB {
-			bOff = j0 * ldb
-		}
-		blas.SgemmSerial(transA, transB, m, cols, k, 1, a, lda, b[bOff:], ldb, 1, c[j0:], ldc)
-	})
+	gemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, gc, ldc)
 }

@@ -71,7 +71,7 @@ func (tp *Tape) Both(first, second func(tp *Tape)) {
 // fork returns a tape sharing tp's pool, with a dropout generator seeded
 // from tp's.
 func (tp *Tape) fork() *Tape {
-	return &Tape{Training: tp.Training, Rand: rand.New(rand.NewPCG(tp.Rand.Uint64(), tp.Rand.Uint64())), shared: tp.bufs()}
+	return &Tape{Training: tp.Training, Rand: rand.New(rand.NewPCG(tp.Rand.Uint64(), tp.Rand.Uint64())), pool: tp.bufs()}
 }
 
 // join appends f's record to tp's: its ops run in tp's backward pass after

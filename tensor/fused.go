@@ -102,14 +102,10 @@ func (tp *Tape) linearAct(op string, x, w, b *Tensor, act actKind) *Tensor {
 		// The weight's gradient first: it may go to the worker while this
 		// goroutine computes the input's (async.go).
 		if w.requiresGrad {
-			if w.owner != tp {
-				tp.deferGEMM(w, true, false, nOut, nIn, rows, g, nOut, x.Data, nIn, tp.grad(w), nIn)
-			} else {
-				tp.gemmBwd(true, false, nOut, nIn, rows, g, nOut, x.Data, nIn, tp.grad(w), nIn)
-			}
+			tp.deferGEMM(w, true, false, nOut, nIn, rows, g, nOut, x.Data, nIn, tp.grad(w), nIn)
 		}
 		if x.requiresGrad {
-			tp.gemmBwd(false, false, rows, nIn, nOut, g, nOut, w.Data, nIn, tp.grad(x), nIn)
+			gemm(false, false, rows, nIn, nOut, 1, g, nOut, w.Data, nIn, 1, tp.grad(x), nIn)
 		}
 		if b != nil && b.requiresGrad {
 			colSumInto(tp.grad(b), g, rows, nOut)

@@ -47,17 +47,17 @@ func (tp *Tape) MatMul(a, b *Tensor, transA, transB bool) *Tensor {
 					ga := tp.grad(a)[i*sa : (i+1)*sa]
 					// C = op(A) op(B): dA = dC op(B)^T, or (dC op(B)^T)^T when A is transposed.
 					if !transA {
-						tp.gemmBwd(false, !transB, m, k, n, gc, n, b.Data[i*sb:(i+1)*sb], ldb, ga, lda)
+						gemm(false, !transB, m, k, n, 1, gc, n, b.Data[i*sb:(i+1)*sb], ldb, 1, ga, lda)
 					} else {
-						tp.gemmBwd(transB, true, k, m, n, b.Data[i*sb:(i+1)*sb], ldb, gc, n, ga, lda)
+						gemm(transB, true, k, m, n, 1, b.Data[i*sb:(i+1)*sb], ldb, gc, n, 1, ga, lda)
 					}
 				}
 				if b.requiresGrad {
 					gb := tp.grad(b)[i*sb : (i+1)*sb]
 					if !transB {
-						tp.gemmBwd(!transA, false, k, n, m, a.Data[i*sa:(i+1)*sa], lda, gc, n, gb, ldb)
+						gemm(!transA, false, k, n, m, 1, a.Data[i*sa:(i+1)*sa], lda, gc, n, 1, gb, ldb)
 					} else {
-						tp.gemmBwd(true, transA, n, k, m, gc, n, a.Data[i*sa:(i+1)*sa], lda, gb, ldb)
+						gemm(true, transA, n, k, m, 1, gc, n, a.Data[i*sa:(i+1)*sa], lda, 1, gb, ldb)
 					}
 				}
 			}
@@ -88,13 +88,13 @@ func (tp *Tape) matmulRows(a, b *Tensor, transB bool) *Tensor {
 	if tp.needs(a, b) {
 		tp.record(out, func(g []float32) {
 			if a.requiresGrad {
-				tp.gemmBwd(false, !transB, rows, k, n, g, n, b.Data, ldb, tp.grad(a), k)
+				gemm(false, !transB, rows, k, n, 1, g, n, b.Data, ldb, 1, tp.grad(a), k)
 			}
 			if b.requiresGrad {
 				if !transB {
-					tp.gemmBwd(true, false, k, n, rows, a.Data, k, g, n, tp.grad(b), ldb)
+					gemm(true, false, k, n, rows, 1, a.Data, k, g, n, 1, tp.grad(b), ldb)
 				} else {
-					tp.gemmBwd(true, false, n, k, rows, g, n, a.Data, k, tp.grad(b), ldb)
+					gemm(true, false, n, k, rows, 1, g, n, a.Data, k, 1, tp.grad(b), ldb)
 				}
 			}
 		})

@@ -6,7 +6,7 @@ import "math/rand/v2"
 // one goroutine at a time. A nil *Tape records nothing (no-grad mode).
 type Tape struct {
 	nodes []node
-	pool  bufPool
+	pool  *bufPool  // shared with the tapes forked from this one
 	live  []*Tensor // tensors whose buffers return to the pool on Reset
 	// Training enables dropout. NewTape sets it; inference uses a nil tape.
 	Training bool
@@ -15,10 +15,8 @@ type Tape struct {
 	Rand *rand.Rand
 	// async runs weight gradients during BackwardAndReset (see async.go).
 	async *asyncRunner
-	// shared is the pool of the tape this one was forked from (nil: pool);
-	// joined is that tape once Join has taken this one's record over, and
-	// the one the record's backward closures act on.
-	shared *bufPool
+	// joined is the tape this one was forked from once join has taken
+	// this one's record over: the one its backward closures act on.
 	joined *Tape
 }
 
@@ -74,10 +72,10 @@ func (tp *Tape) alloc(n int) []float32 {
 
 // bufs returns the pool the tape's buffers come from.
 func (tp *Tape) bufs() *bufPool {
-	if tp.shared != nil {
-		return tp.shared
+	if tp.pool == nil {
+		tp.pool = &bufPool{}
 	}
-	return &tp.pool
+	return tp.pool
 }
 
 // target returns the tape that now holds this one's record: tp, or the

@@ -40,7 +40,7 @@ func TestBackwardAndReset(t *testing.T) {
 		for _, w := range ws {
 			grads = append(grads, append([]float32(nil), w.Grad...))
 		}
-		return grads, freeCount(&tp.pool)
+		return grads, freeCount(tp.bufs())
 	}
 	want, kept := run(false)
 	got, released := run(true)

@@ -71,9 +71,7 @@ func TestBackwardAndResetMatchesBackward(t *testing.T) {
 				tp := tensor.NewTape()
 				tp.Seed(1, 3) // dropout on
 				iter := cfg.Training.MaxViolationAfter + 1
-				var img, txt *model.Encoded // as Stepper.Step: side by side
-				tp.Both(func(tp *tensor.Tape) { img = m.EncodeImages(tp, b.Images) },
-					func(tp *tensor.Tape) { txt = m.EncodeTexts(tp, b.Texts) })
+				img, txt := encode(tp, m, b) // as Stepper.Step: side by side
 				l := s.obj.Loss(tp, img, txt, b.Texts, iter)
 				if release {
 					tp.BackwardAndReset(l)

@@ -91,10 +91,7 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 	s.tp.Seed(s.tc.Seed, uint64(iter))
 	err = tensor.Try(func() {
-		// The encoders share nothing until the loss: side by side.
-		var img, txt *model.Encoded
-		s.tp.Both(func(tp *tensor.Tape) { img = s.m.EncodeImages(tp, b.Images) },
-			func(tp *tensor.Tape) { txt = s.m.EncodeTexts(tp, b.Texts) })
+		img, txt := encode(s.tp, s.m, b)
 		l := s.obj.Loss(s.tp, img, txt, b.Texts, iter)
 		loss = float64(l.Item())
 		s.tp.BackwardAndReset(l)
@@ -115,6 +112,15 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 		s.avg.update(s.params, iter+1)
 	}
 	return loss, nil
+}
+
+// encode encodes b's images and captions on tp: side by side
+// (tensor.Tape.Both), since a model's encoders share nothing until the
+// loss.
+func encode(tp *tensor.Tape, m model.Model, b Batch) (img, txt *model.Encoded) {
+	tp.Both(func(tp *tensor.Tape) { img = m.EncodeImages(tp, b.Images) },
+		func(tp *tensor.Tape) { txt = m.EncodeTexts(tp, b.Texts) })
+	return img, txt
 }
 
 // LR returns the current learning rate of the model group.
