@@ -124,6 +124,25 @@ func checkMat(name string, trans bool, r, c int, x []float32, ld int) {
 	}
 }
 
+// SgemmInTurn is Sgemm on the calling goroutine alone: with OpenBLAS, the
+// blocks Sgemm would compute side by side run one after another, so the
+// result has Sgemm's bits whatever the kernels (some round differently
+// when a product is cut elsewhere). A caller that leaves the other cores to
+// other work uses it where it would otherwise call Sgemm. Other
+// implementations compute it as Sgemm.
+func SgemmInTurn(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	checkProduct(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	impl := Current()
+	if ob, ok := impl.(*OpenBLAS); ok {
+		ob.inTurn(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	impl.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
 // SgemmSerial is Sgemm computed as one call on the calling goroutine: with
 // OpenBLAS it is never split across goroutines. Callers that already run
 // many products in parallel (one block of rows each) use it so that the

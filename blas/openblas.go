@@ -137,8 +137,26 @@ func (ob *OpenBLAS) SetSplit(n int) int { return int(ob.split.Swap(int32(max(n, 
 // across goroutines costs more than it saves.
 const minSplitFlops = 1 << 22
 
-// Sgemm implements Impl by calling cblas_sgemm.
+// Sgemm implements Impl by calling cblas_sgemm: a large product is split
+// into Split() blocks computed side by side on goroutines.
 func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	ob.blocks(true, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// inTurn computes the blocks Sgemm would split the product into, one after
+// another on the calling goroutine.
+func (ob *OpenBLAS) inTurn(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	ob.blocks(false, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// blocks cuts the product into Split() blocks (or leaves it whole when it
+// is small) and computes them side by side on goroutines (parallel) or in
+// order on the calling one. The blocks depend only on the shape and
+// Split(), never on which of the two runs them, because OpenBLAS's results
+// depend on the cut with some kernels: Haswell's (Zen's too) give other
+// bits when the rows of C are cut at other than a multiple of 12, and for
+// any cut of its columns.
+func (ob *OpenBLAS) blocks(parallel bool, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -147,10 +165,21 @@ func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []f
 		ob.serial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		if !parallel {
+			f()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
 	// Split C into p blocks of rows, or of columns when it has fewer rows
 	// than columns (then each call packs only its part of B, the larger
 	// operand); each block is an independent product over the same k.
-	var wg sync.WaitGroup
 	if m >= 8*p && (m >= n || n < 32*p) {
 		step := (m + p - 1) / p
 		for i0 := 0; i0 < m; i0 += step {
@@ -159,11 +188,9 @@ func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []f
 			if transA {
 				aOff = i0 // column i0 of A
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			run(func() {
 				ob.call(transA, transB, rows, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
-			}()
+			})
 		}
 	} else {
 		step := (n + p - 1) / p
@@ -174,11 +201,9 @@ func (ob *OpenBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []f
 			if transB {
 				bOff = j0 * ldb // row j0 of B
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			run(func() {
 				ob.call(transA, transB, m, cols, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
-			}()
+			})
 		}
 	}
 	wg.Wait()

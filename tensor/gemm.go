@@ -43,8 +43,10 @@ func oneThreadBLAS() bool {
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m > 64 || m*n*k < gemmSmallMin || m*k*16 > blasSmall || !oneThreadBLAS() {
 		if busyWorkers.Load() > 0 {
-			// A weight-gradient task has a core: one call on this one.
-			blas.SgemmSerial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+			// A weight-gradient task or a forked tape has a core: this
+			// goroutine computes the blocks of Sgemm's split in turn, so
+			// that the bits do not depend on when the other one ends.
+			blas.SgemmInTurn(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 			return
 		}
 		blas.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
