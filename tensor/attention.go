@@ -111,10 +111,7 @@ func (tp *Tape) Attention(q, k, v *Tensor, o AttentionOptions) *Tensor {
 		sd := s
 		if keep != nil {
 			sd = pd[bh*tt : (bh+1)*tt]
-			sc := [2]float32{0, dscale}
-			for j, pv := range s {
-				sd[j] = pv * sc[keep.bit(bh*tt+j)]
-			}
+			keep.mulTo(sd, s, bh*tt, [2]float32{0, dscale})
 		}
 		blas.Sgemm(false, false, tq, dh, tk, 1, sd, tk, vAt(v.Data, i, h), ldv, 0, oAt(out.Data, i, h), d)
 	})
@@ -155,11 +152,7 @@ func (tp *Tape) Attention(q, k, v *Tensor, o AttentionOptions) *Tensor {
 			for r := 0; r < tq; r++ {
 				pr, dr := p[(bh*tq+r)*tk:(bh*tq+r+1)*tk], ds[r*tk:(r+1)*tk]
 				if keep != nil {
-					base := (bh*tq + r) * tk
-					sc := [2]float32{0, dscale}
-					for j := range dr {
-						dr[j] *= sc[keep.bit(base+j)]
-					}
+					keep.mulTo(dr, dr, (bh*tq+r)*tk, [2]float32{0, dscale})
 				}
 				var dot float32
 				for j, pv := range pr {

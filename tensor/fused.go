@@ -167,8 +167,7 @@ func (tp *Tape) ReLU(a *Tensor) *Tensor {
 // dropMask is a keep/drop decision per element, one bit each.
 type dropMask []uint64
 
-// bit returns 1 for a kept element and 0 for a dropped one; kernels index
-// a {0, scale} pair with it instead of branching on random data.
+// bit returns 1 for a kept element and 0 for a dropped one.
 func (m dropMask) bit(i int) uint64 { return (m[i>>6] >> (i & 63)) & 1 }
 
 // newDropMask draws n keep decisions with drop probability p (resolved to
@@ -179,16 +178,24 @@ func (tp *Tape) newDropMask(n int, p float32) dropMask {
 	m := make(dropMask, (n+63)/64)
 	thr := uint64(math.Round(float64(p) * 65536))
 	seed := tp.Rand.Uint64()
-	parallelFor(len(m), 64, func(lo, hi int) {
+	// keep = u >= thr for each 16-bit lane u of a draw, all four at once:
+	// lanes 0 and 2 (then 1 and 3) sit in the low halves of two 32-bit
+	// lanes, where u + (65536 - thr) carries into bit 16 exactly when
+	// u >= thr, and never out of the 32-bit lane.
+	const lanes = 0x0000ffff0000ffff
+	const carry = 0x0000000100000001
+	c := (65536 - thr) * carry
+	parallelFor(len(m), 32, func(lo, hi int) {
 		for w := lo; w < hi; w++ {
 			var bits uint64
+			ctr := seed + uint64(w*16)*0x9e3779b97f4a7c15
 			for q := 0; q < 16; q++ {
-				r := splitmix64(seed + uint64(w*16+q)*0x9e3779b97f4a7c15)
-				for j := 0; j < 4; j++ {
-					// keep = (u >= thr) without a branch: u - thr borrows iff u < thr.
-					keep := 1 ^ ((r>>(16*j))&0xffff-thr)>>63
-					bits |= keep << (4*q + j)
-				}
+				r := splitmix64(ctr)
+				ctr += 0x9e3779b97f4a7c15
+				even := ((r&lanes + c) >> 16) & carry      // u0 at bit 0, u2 at 32
+				odd := (((r>>16)&lanes + c) >> 16) & carry // u1 at bit 0, u3 at 32
+				v := even | odd<<1
+				bits |= ((v | v>>30) & 0xf) << (4 * q)
 			}
 			m[w] = bits
 		}
@@ -225,17 +232,13 @@ func (tp *Tape) Dropout(a *Tensor, p float32) *Tensor {
 	ad, od := a.Data, out.Data
 	sc := [2]float32{0, scale}
 	parallelFor(len(od), 2, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			od[i] = ad[i] * sc[m.bit(i)]
-		}
+		m.mulTo(od[lo:hi], ad[lo:hi], lo, sc)
 	})
 	if tp.needs(a) {
 		tp.record(out, func(g []float32) {
 			ga := tp.grad(a)
 			parallelFor(len(g), 2, func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					ga[i] += g[i] * sc[m.bit(i)]
-				}
+				m.mulAddTo(ga[lo:hi], g[lo:hi], lo, sc)
 			})
 		})
 	}
@@ -269,10 +272,7 @@ func (tp *Tape) AddDropout(x, y *Tensor, p float32) *Tensor {
 			}
 			return
 		}
-		sc := [2]float32{0, scale}
-		for i := lo; i < hi; i++ {
-			od[i] = xd[i] + yd[i]*sc[m.bit(i)]
-		}
+		m.addMulTo(od[lo:hi], xd[lo:hi], yd[lo:hi], lo, [2]float32{0, scale})
 	})
 	if tp.needs(x, y) {
 		tp.record(out, func(g []float32) {
@@ -293,10 +293,7 @@ func (tp *Tape) AddDropout(x, y *Tensor, p float32) *Tensor {
 						}
 						return
 					}
-					sc := [2]float32{0, scale}
-					for i := lo; i < hi; i++ {
-						gy[i] += g[i] * sc[m.bit(i)]
-					}
+					m.mulAddTo(gy[lo:hi], g[lo:hi], lo, [2]float32{0, scale})
 				})
 			}
 		})
@@ -385,4 +382,54 @@ func (tp *Tape) Stack(axis int, ts ...*Tensor) *Tensor {
 		})
 	}
 	return out
+}
+
+// mulTo sets dst[j] = src[j] * sc[keep bit of element off+j] for every j
+// of dst, a word of the mask at a time: the kernels index a {0, scale}
+// pair with the bit instead of branching on random data.
+func (m dropMask) mulTo(dst, src []float32, off int, sc [2]float32) {
+	src = src[:len(dst)]
+	for j := 0; j < len(dst); {
+		i := off + j
+		bits := m[i>>6] >> (i & 63)
+		n := min(len(dst)-j, 64-i&63)
+		d, s := dst[j:j+n], src[j:j+n]
+		for k := range d {
+			d[k] = s[k] * sc[bits&1]
+			bits >>= 1
+		}
+		j += n
+	}
+}
+
+// mulAddTo adds src[j] * sc[keep bit of element off+j] to dst[j].
+func (m dropMask) mulAddTo(dst, src []float32, off int, sc [2]float32) {
+	src = src[:len(dst)]
+	for j := 0; j < len(dst); {
+		i := off + j
+		bits := m[i>>6] >> (i & 63)
+		n := min(len(dst)-j, 64-i&63)
+		d, s := dst[j:j+n], src[j:j+n]
+		for k := range d {
+			d[k] += s[k] * sc[bits&1]
+			bits >>= 1
+		}
+		j += n
+	}
+}
+
+// addMulTo sets dst[j] = x[j] + y[j] * sc[keep bit of element off+j].
+func (m dropMask) addMulTo(dst, x, y []float32, off int, sc [2]float32) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	for j := 0; j < len(dst); {
+		i := off + j
+		bits := m[i>>6] >> (i & 63)
+		n := min(len(dst)-j, 64-i&63)
+		d, a, b := dst[j:j+n], x[j:j+n], y[j:j+n]
+		for k := range d {
+			d[k] = a[k] + b[k]*sc[bits&1]
+			bits >>= 1
+		}
+		j += n
+	}
 }

@@ -55,10 +55,11 @@ const (
 	demoConfig = "teran-mrsw-demo"
 	// demoIterSeconds is the seconds a training iteration of demoConfig
 	// took on 2 idle cores of an Intel Xeon with AVX-512 (600 iterations
-	// in 1m30s with OpenBLAS's SkylakeX kernels, 2026-11-27;
+	// in 1m9s with OpenBLAS's SkylakeX kernels, 2026-11-28;
 	// docs/benchmarks.md, "demo"), for the time the demo announces. Other
-	// CPUs take more or less; what is learnt is the same.
-	demoIterSeconds = 0.150
+	// CPUs take more or less, and round differently, so the figures differ
+	// in their last digits.
+	demoIterSeconds = 0.115
 )
 
 func init() {

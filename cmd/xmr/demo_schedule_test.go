@@ -20,8 +20,8 @@ func TestDemoSchedule(t *testing.T) {
 		config string
 		want   string
 	}{
-		{demoIters, 0, demoConfig, "for 600 iterations (about 1m30s on 2 cores of the Intel Xeon it was measured on; more or less on another CPU)"},
-		{1000, 0, demoConfig, "for 1000 iterations (about 2m30s on 2 cores of the Intel Xeon"},
+		{demoIters, 0, demoConfig, "for 600 iterations (about 1m10s on 2 cores of the Intel Xeon it was measured on; more or less on another CPU)"},
+		{1000, 0, demoConfig, "for 1000 iterations (about 2m0s on 2 cores of the Intel Xeon"},
 		{600, 0, "tern-small", "for 600 iterations"},
 		{3, 0, demoConfig, "for 3 iterations"}, // under a second: no estimate
 		{600, time.Minute, demoConfig, "for 600 iterations or 1m0s"},
