@@ -131,16 +131,7 @@ func checkMat(name string, trans bool, r, c int, x []float32, ld int) {
 // other work uses it where it would otherwise call Sgemm. Other
 // implementations compute it as Sgemm.
 func SgemmInTurn(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if m == 0 || n == 0 {
-		return
-	}
-	checkProduct(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
-	impl := Current()
-	if ob, ok := impl.(*OpenBLAS); ok {
-		ob.inTurn(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-		return
-	}
-	impl.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	onCaller((*OpenBLAS).inTurn, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // SgemmSerial is Sgemm computed as one call on the calling goroutine: with
@@ -149,13 +140,20 @@ func SgemmInTurn(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 // blocks do not split again. Other implementations (the pure-Go fallback,
 // whose gonum kernel uses goroutines of its own) compute it as Sgemm.
 func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	onCaller((*OpenBLAS).serial, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// onCaller checks the product and computes it with run when OpenBLAS is in
+// use, with the implementation's Sgemm otherwise.
+func onCaller(run func(ob *OpenBLAS, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int),
+	transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
 	checkProduct(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	impl := Current()
 	if ob, ok := impl.(*OpenBLAS); ok {
-		ob.serial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		run(ob, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	impl.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

@@ -384,52 +384,52 @@ func (tp *Tape) Stack(axis int, ts ...*Tensor) *Tensor {
 	return out
 }
 
+// words calls fn once for each run of the n elements from element off
+// that lies in one word of the mask: the run's start j (counted from off),
+// its length, and its keep bits from bit 0.
+func (m dropMask) words(off, n int, fn func(j, l int, bits uint64)) {
+	for j := 0; j < n; {
+		i := off + j
+		l := min(n-j, 64-i&63)
+		fn(j, l, m[i>>6]>>(i&63))
+		j += l
+	}
+}
+
 // mulTo sets dst[j] = src[j] * sc[keep bit of element off+j] for every j
 // of dst, a word of the mask at a time: the kernels index a {0, scale}
 // pair with the bit instead of branching on random data.
 func (m dropMask) mulTo(dst, src []float32, off int, sc [2]float32) {
 	src = src[:len(dst)]
-	for j := 0; j < len(dst); {
-		i := off + j
-		bits := m[i>>6] >> (i & 63)
-		n := min(len(dst)-j, 64-i&63)
-		d, s := dst[j:j+n], src[j:j+n]
+	m.words(off, len(dst), func(j, l int, bits uint64) {
+		d, s := dst[j:j+l], src[j:j+l]
 		for k := range d {
 			d[k] = s[k] * sc[bits&1]
 			bits >>= 1
 		}
-		j += n
-	}
+	})
 }
 
 // mulAddTo adds src[j] * sc[keep bit of element off+j] to dst[j].
 func (m dropMask) mulAddTo(dst, src []float32, off int, sc [2]float32) {
 	src = src[:len(dst)]
-	for j := 0; j < len(dst); {
-		i := off + j
-		bits := m[i>>6] >> (i & 63)
-		n := min(len(dst)-j, 64-i&63)
-		d, s := dst[j:j+n], src[j:j+n]
+	m.words(off, len(dst), func(j, l int, bits uint64) {
+		d, s := dst[j:j+l], src[j:j+l]
 		for k := range d {
 			d[k] += s[k] * sc[bits&1]
 			bits >>= 1
 		}
-		j += n
-	}
+	})
 }
 
 // addMulTo sets dst[j] = x[j] + y[j] * sc[keep bit of element off+j].
 func (m dropMask) addMulTo(dst, x, y []float32, off int, sc [2]float32) {
 	x, y = x[:len(dst)], y[:len(dst)]
-	for j := 0; j < len(dst); {
-		i := off + j
-		bits := m[i>>6] >> (i & 63)
-		n := min(len(dst)-j, 64-i&63)
-		d, a, b := dst[j:j+n], x[j:j+n], y[j:j+n]
+	m.words(off, len(dst), func(j, l int, bits uint64) {
+		d, a, b := dst[j:j+l], x[j:j+l], y[j:j+l]
 		for k := range d {
 			d[k] = a[k] + b[k]*sc[bits&1]
 			bits >>= 1
 		}
-		j += n
-	}
+	})
 }
