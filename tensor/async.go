@@ -18,21 +18,23 @@ import (
 // ends. BackwardAndReset, when OpenBLAS runs one thread per call on two or
 // more cores, queues each large weight-gradient product of Linear as a
 // task for a worker goroutine and goes on down the tape: the two products
-// of a layer, equal in work, run side by side as one call each, where a
+// of a layer, equal in work, run side by side, one on each core, where a
 // pass that splits every product in two waits for the slower half each
 // time (a sixth of a paper-size step on a cloud host whose two virtual
-// CPUs run at different speeds from moment to moment) and packs the
-// shared operand twice. While a task is queued or running, the main
-// goroutine's kernels keep to the other cores (cores; gemm makes one call
-// instead of splitting); when the worker is idle they split as before.
+// CPUs run at different speeds from moment to moment). While a task is
+// queued or running, the main goroutine's kernels keep to the other cores
+// (cores); when the worker is idle they split as before.
 //
 // Buffers a queued task reads (the output gradient, the layer's input) are
 // pinned: the tape hands them back to its pool only after the task has
 // run. Tasks that accumulate into the same gradient run in the order they
 // were queued, and a leaf's gradient buffer is waited for (grad) before
-// anything else writes it, so every sum is that of the serial pass, bit
-// for bit: OpenBLAS computes each element of a product the same way
-// however the product is cut into blocks of rows or columns.
+// anything else writes it. Every large product, the worker's and the
+// main goroutine's while the worker is busy, is cut into the blocks that
+// blas.Sgemm would compute side by side, computed in turn
+// (blas.SgemmInTurn): some kernels (OpenBLAS's Haswell ones) round
+// differently when a product is cut differently. So every sum is that of
+// the serial pass, bit for bit, whenever the tasks end.
 
 // asyncMinWork is the least m*n*k of a product worth a task of its own
 // (smaller ones run at once); a variable for tests.
@@ -273,7 +275,7 @@ func (r *asyncRunner) finish() [][]float32 {
 func (tp *Tape) deferGEMM(target *Tensor, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, gc []float32, ldc int) {
 	tp = tp.target()
 	if r := tp.async; r != nil && target.owner != tp && m*n*k >= asyncMinWork {
-		run := func() { blas.SgemmSerial(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, gc, ldc) }
+		run := func() { blas.SgemmInTurn(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, gc, ldc) }
 		if r.submit(run, target, a, b) {
 			return
 		}

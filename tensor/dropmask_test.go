@@ -6,6 +6,9 @@ import (
 	"testing"
 )
 
+// bit returns 1 for a kept element and 0 for a dropped one.
+func (m dropMask) bit(i int) uint64 { return (m[i>>6] >> (i & 63)) & 1 }
+
 // dropMaskRef is newDropMask's definition written plainly: one comparison
 // of each 16-bit lane of each draw with the threshold.
 func dropMaskRef(seed uint64, n int, p float32) dropMask {

@@ -167,9 +167,6 @@ func (tp *Tape) ReLU(a *Tensor) *Tensor {
 // dropMask is a keep/drop decision per element, one bit each.
 type dropMask []uint64
 
-// bit returns 1 for a kept element and 0 for a dropped one.
-func (m dropMask) bit(i int) uint64 { return (m[i>>6] >> (i & 63)) & 1 }
-
 // newDropMask draws n keep decisions with drop probability p (resolved to
 // 1/65536). It takes one seed from the tape's generator and expands it with
 // a counter-based splitmix64, four 16-bit decisions per 64-bit draw, so that
