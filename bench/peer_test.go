@@ -53,3 +53,55 @@ func TestRunPeer(t *testing.T) {
 		})
 	}
 }
+
+// TestStartPeer runs fake long-lived peers: one that answers each request
+// and prints a summary at the end of its input, one that dies before it is
+// ready, and one that dies on a request.
+func TestStartPeer(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("fake interpreters are shell scripts")
+	}
+	dir := t.TempDir()
+	fake := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n[ \"$1\" = -c ] && exit 0\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Setenv("PATH", dir+":/usr/bin:/bin")
+	t.Setenv(tools.EnvPython, "")
+	ctx := context.Background()
+
+	echo := fake("echo", "shift; echo \"ready $*\"\nn=0\nwhile read -r line; do n=$((n+1)); echo \"got $line\"; done\necho \"summary $n\"\n")
+	p, ready, err := StartPeer(ctx, Options{Python: echo}, "peer_trainstep.py", nil, "--serve")
+	if err != nil || string(ready) != "ready --serve" {
+		t.Fatalf("StartPeer: %q, %v; want ready --serve", ready, err)
+	}
+	for _, req := range []string{"step", "step 2"} {
+		if got, err := p.Ask(req); err != nil || string(got) != "got "+req {
+			t.Fatalf("Ask(%q) = %q, %v", req, got, err)
+		}
+	}
+	if rest, err := p.Close(); err != nil || strings.TrimSpace(string(rest)) != "summary 2" {
+		t.Fatalf("Close = %q, %v; want summary 2", rest, err)
+	}
+
+	early := fake("early", "echo 'Traceback: no torch' >&2; exit 4\n")
+	if p, _, err := StartPeer(ctx, Options{Python: early}, "peer_trainstep.py", nil); err == nil || !strings.Contains(err.Error(), "exit status 4") || !strings.Contains(err.Error(), "Traceback: no torch") {
+		t.Fatalf("StartPeer of a peer that exits at once: %v, %v; want its status and its stderr", p, err)
+	}
+
+	dies := fake("dies", "echo ready\nread -r line\necho \"MemoryError on $line\" >&2\nexit 5\n")
+	p, _, err = StartPeer(ctx, Options{Python: dies}, "peer_trainstep.py", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Ask("step")
+	if err == nil || !strings.Contains(err.Error(), "exit status 5") || !strings.Contains(err.Error(), "MemoryError on step") {
+		t.Fatalf("Ask of a peer that dies: %q, %v; want its status and its stderr", got, err)
+	}
+	if _, cerr := p.Close(); cerr == nil || cerr.Error() != err.Error() {
+		t.Fatalf("Close after the peer died: %v; want Ask's error again", cerr)
+	}
+}

@@ -23,6 +23,11 @@ captions of [CLS] + WORDS word pieces + [SEP].
 Prints one JSON object: {"version", "threads", "step_s" (best), "steps_s",
 "cpu_s" (process CPU time of the best step), "params", "max_rss_mib",
 "blas_core", ...}.
+
+With --serve, the steps alternate with the caller's own: after the warm-up
+the script prints {"ready": true, "params": N}, then times one step for
+each line "step" on its standard input and answers {"step_s", "cpu_s"};
+when its input ends it prints the summary above, over the steps taken.
 """
 import argparse
 import json
@@ -67,6 +72,7 @@ def parse():
     a("--threads", type=int, default=1)
     a("--warmup", type=int, default=1)
     a("--steps", type=int, default=3)
+    a("--serve", action="store_true", help="take a step for each line 'step' on stdin (see above)")
     return p.parse_args()
 
 
@@ -153,11 +159,25 @@ def main(a):
     for _ in range(a.warmup):
         step()
     times, cpus = [], []
-    for _ in range(a.steps):
+
+    def timed():
         t0, c0 = time.perf_counter(), time.process_time()
         step()
         times.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
+
+    if a.serve:
+        print(json.dumps({"ready": True, "params": sum(p.numel() for p in params)}), flush=True)
+        for line in sys.stdin:
+            if line.strip() != "step":
+                sys.exit("unknown request %r: want 'step'" % line.strip())
+            timed()
+            print(json.dumps({"step_s": times[-1], "cpu_s": cpus[-1]}), flush=True)
+        if not times:
+            sys.exit("no step was asked for")
+    else:
+        for _ in range(a.steps):
+            timed()
     best = min(range(len(times)), key=times.__getitem__)
     print(json.dumps({
         "version": torch.__version__,
@@ -165,6 +185,7 @@ def main(a):
         "step_s": times[best],
         "steps_s": times,
         "cpu_s": cpus[best],
+        "cpus_s": cpus,
         "params": sum(p.numel() for p in params),
         "max_rss_mib": peak_rss_mib(),
         "blas_core": blas_core(),

@@ -2,7 +2,8 @@
 // TERAN or TERN config (the paper's TERAN MrSw by default) on random inputs
 // of the paper's shapes, as train.Run takes it, against a PyTorch peer of
 // the same architecture and sizes (tools/peer_trainstep.py) run in the same
-// run at one thread and at GOMAXPROCS threads.
+// run at one thread and at GOMAXPROCS threads, its steps alternating with
+// xmr's.
 package trainstep
 
 import (
@@ -106,22 +107,57 @@ func (s *setup) step(iter int) error {
 	return err
 }
 
-// peerResult is what tools/peer_trainstep.py prints.
+// peerResult is the summary tools/peer_trainstep.py prints at its end.
 type peerResult struct {
-	Version  string  `json:"version"`
-	Threads  int     `json:"threads"`
-	StepS    float64 `json:"step_s"`
-	CPUS     float64 `json:"cpu_s"`
-	Params   int     `json:"params"`
-	MaxRSS   float64 `json:"max_rss_mib"`
-	BLASCore string  `json:"blas_core"`
+	Version  string    `json:"version"`
+	Threads  int       `json:"threads"`
+	Steps    []float64 `json:"steps_s"`
+	CPUs     []float64 `json:"cpus_s"`
+	Params   int       `json:"params"`
+	MaxRSS   float64   `json:"max_rss_mib"`
+	BLASCore string    `json:"blas_core"`
 }
+
+// timing is one timed step: wall and CPU seconds (CPU of the process that
+// took it, all its threads).
+type timing struct{ Wall, CPU float64 }
+
+// best returns the fastest of ts.
+func best(ts []timing) timing {
+	b := ts[0]
+	for _, t := range ts[1:] {
+		if t.Wall < b.Wall {
+			b = t
+		}
+	}
+	return b
+}
+
+// phase is xmr's steps and the peer's at one thread count, taken in turn.
+type phase struct {
+	threads      int
+	ours, theirs []timing
+	peer         peerResult
+}
+
+// ratio is the peer's best step over ours: above 1, xmr is faster.
+func (ph phase) ratio() float64 { return best(ph.theirs).Wall / best(ph.ours).Wall }
+
+// pause lets the threads of the side that just stepped go idle before the
+// other steps (OpenBLAS's threads spin a while after a call, Go's idle
+// workers briefly).
+const pause = 300 * time.Millisecond
 
 // run times training steps of a config on random inputs of the paper's
 // shapes (see newSetup). A step is what train.Run does per batch: forward,
-// backward, gradient clipping and the optimiser of train.NewStepper. The
-// best of 3 steps after a warm-up counts (1 with --quick), and the peer's
-// best at its best thread count.
+// backward, gradient clipping and the optimiser of train.NewStepper.
+//
+// The PyTorch peer runs at 1 thread, then at GOMAXPROCS threads, each as a
+// process that stays up while xmr's steps and its own alternate: one of
+// ours, then one of the peer's, 3 times (1 with --quick) after a warm-up
+// step on each side, so that both meet the machine at the same speed. In
+// each such phase the best step of each side counts; the ratio reported is
+// the lower of the phases' (the peer at its best thread count).
 func run(ctx context.Context, opts bench.Options) error {
 	name := "teran-mrsw"
 	if len(opts.Args) > 0 {
@@ -134,66 +170,106 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return err
 	}
-	if err := s.step(0); err != nil { // warm-up: allocations, pools
+	iter := 0
+	if err := s.step(iter); err != nil { // warm-up: allocations, pools
 		return err
 	}
 	reps := 3
 	if opts.Quick {
 		reps = 1
 	}
-	var best time.Duration
-	var bestCPU float64
-	for r := 0; r < reps; r++ {
-		if err := ctx.Err(); err != nil {
+	var phases []phase
+	peerNote := "peer skipped (--no-peer)"
+	if !opts.NoPeer {
+		if phases, err = runPeers(ctx, opts, s, reps, &iter); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			phases, peerNote = nil, "PyTorch peer skipped: "+err.Error()
+		}
+	}
+	var ours timing
+	var peer *phase
+	if len(phases) == 0 {
+		ts, err := alternate(ctx, s, nil, reps, &iter)
+		if err != nil {
 			return err
 		}
-		start, c0 := time.Now(), bench.CPUSeconds()
-		if err := s.step(r + 1); err != nil {
-			return err
+		ours = best(ts)
+	} else {
+		var parts []string
+		for i := range phases {
+			ph := &phases[i]
+			if peer == nil || ph.ratio() < peer.ratio() {
+				peer = ph
+			}
+			parts = append(parts, fmt.Sprintf("at %d thread(s) %.3f s against xmr's %.3f s (%.2fx), %.0f MiB",
+				ph.threads, best(ph.theirs).Wall, best(ph.ours).Wall, ph.ratio(), ph.peer.MaxRSS))
 		}
-		if d := time.Since(start); r == 0 || d < best {
-			best, bestCPU = d, bench.CPUSeconds()-c0
-		}
+		ours = best(peer.ours)
+		peerNote = fmt.Sprintf("peer: PyTorch %s (%s), steps alternating with xmr's, best of %d each: %s; the ratio is the lower",
+			peer.peer.Version, peer.peer.BLASCore, reps, strings.Join(parts, "; "))
 	}
 	rss := bench.MaxRSSMiB()
 	b := s.cfg.Training.BatchSize
 	note := fmt.Sprintf("%s, batch %d, %d regions, %d tokens, %.1fM parameters; GOMAXPROCS=%d, %s",
 		name, b, regions, words+2, float64(s.params)/1e6, runtime.GOMAXPROCS(0), blas.Describe())
 
-	var peer *peerResult
-	peerNote := ""
-	if opts.NoPeer {
-		peerNote = "peer skipped (--no-peer)"
-	} else if runs, err := runPeers(ctx, opts, s, reps); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		peerNote = "PyTorch peer skipped: " + err.Error()
-	} else {
-		var times []string
-		for _, p := range runs {
-			if peer == nil || p.StepS < peer.StepS {
-				peer = p
-			}
-			times = append(times, fmt.Sprintf("%d thread(s) %.3f s, %.0f MiB", p.Threads, p.StepS, p.MaxRSS))
-		}
-		peerNote = fmt.Sprintf("peer: PyTorch %s (%s), best of: %s", peer.Version, peer.BLASCore, strings.Join(times, "; "))
-	}
 	emit := func(r bench.Result, peerValue float64) {
 		if peer != nil && peerValue > 0 {
-			r = r.WithPeer(fmt.Sprintf("pytorch-%s (%d threads)", peer.Version, peer.Threads), peerValue, false)
+			r = r.WithPeer(fmt.Sprintf("pytorch-%s (%d threads)", peer.peer.Version, peer.threads), peerValue, false)
 		}
 		opts.Emit(r)
 	}
 	var pStep, pEx, pCPU, pRSS float64
 	if peer != nil {
-		pStep, pEx, pCPU, pRSS = peer.StepS, 1000*peer.StepS/float64(b), peer.CPUS, peer.MaxRSS
+		t := best(peer.theirs)
+		pStep, pEx, pCPU, pRSS = t.Wall, 1000*t.Wall/float64(b), t.CPU, peer.peer.MaxRSS
 	}
-	emit(bench.Result{Name: "train-step " + name, Metric: "step time", Value: best.Seconds(), Unit: "s", Note: note + "; " + peerNote}, pStep)
-	emit(bench.Result{Name: "train-step " + name, Metric: "time per example", Value: 1000 * best.Seconds() / float64(b), Unit: "ms"}, pEx)
-	emit(bench.Result{Name: "train-step " + name, Metric: "CPU time", Value: bestCPU, Unit: "s", Note: "user+system time of the process in the best step (all threads)"}, pCPU)
-	emit(bench.Result{Name: "train-step " + name, Metric: "peak memory", Value: rss, Unit: "MiB", Note: "process max RSS (peer: VmHWM of its own process, at its best thread count)"}, pRSS)
+	emit(bench.Result{Name: "train-step " + name, Metric: "step time", Value: ours.Wall, Unit: "s", Note: note + "; " + peerNote}, pStep)
+	emit(bench.Result{Name: "train-step " + name, Metric: "time per example", Value: 1000 * ours.Wall / float64(b), Unit: "ms"}, pEx)
+	emit(bench.Result{Name: "train-step " + name, Metric: "CPU time", Value: ours.CPU, Unit: "s", Note: "user+system time of the process in the best step (all threads)"}, pCPU)
+	emit(bench.Result{Name: "train-step " + name, Metric: "peak memory", Value: rss, Unit: "MiB", Note: "process max RSS (peer: VmHWM of its own process)"}, pRSS)
 	return nil
+}
+
+// alternate takes reps timed steps of s, each followed, when p is not
+// nil, by one of the peer's, with a pause before each. *iter counts the
+// steps s has taken.
+func alternate(ctx context.Context, s *setup, p *bench.Peer, reps int, iter *int) (ours []timing, err error) {
+	for r := 0; r < reps; r++ {
+		if err := sleep(ctx, pause); err != nil {
+			return nil, err
+		}
+		*iter++
+		start, c0 := time.Now(), bench.CPUSeconds()
+		if err := s.step(*iter); err != nil {
+			return nil, err
+		}
+		ours = append(ours, timing{Wall: time.Since(start).Seconds(), CPU: bench.CPUSeconds() - c0})
+		if p == nil {
+			continue
+		}
+		if err := sleep(ctx, pause); err != nil {
+			return nil, err
+		}
+		if _, err := p.Ask("step"); err != nil {
+			return nil, err
+		}
+	}
+	return ours, nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // errUnsupported says the peer does not model a config.
@@ -230,29 +306,71 @@ func peerArgs(s *setup, threads, steps int) ([]string, error) {
 	}, nil
 }
 
-// runPeers runs the peer at 1 thread and at GOMAXPROCS threads, checking
-// that its model has xmr's number of parameters (within 0.1%).
-func runPeers(ctx context.Context, opts bench.Options, s *setup, steps int) ([]*peerResult, error) {
-	var out []*peerResult
+// runPeers runs the peer at 1 thread and at GOMAXPROCS threads, each
+// phase's steps alternating with reps of s's (*iter counts them), after
+// checking that the peer's model has xmr's number of parameters (within
+// 0.1%).
+func runPeers(ctx context.Context, opts bench.Options, s *setup, reps int, iter *int) ([]phase, error) {
+	var out []phase
 	for _, threads := range threadCounts(runtime.GOMAXPROCS(0)) {
-		args, err := peerArgs(s, threads, steps)
+		args, err := peerArgs(s, threads, reps)
 		if err != nil {
 			return nil, err
 		}
-		b, err := bench.RunPeer(ctx, opts, "peer_trainstep.py", []string{"torch"}, args...)
+		p, line, err := bench.StartPeer(ctx, opts, "peer_trainstep.py", []string{"torch"}, append(args, "--serve")...)
 		if err != nil {
 			return nil, err
 		}
-		var p peerResult
-		if err := json.Unmarshal(bench.LastLine(b), &p); err != nil {
-			return nil, fmt.Errorf("peer output %q: %w", b, err)
-		}
-		if err := checkParams(p.Params, s.params); err != nil {
+		ph, err := runPhase(ctx, s, p, line, reps, iter)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, &p)
+		ph.threads = threads
+		out = append(out, ph)
 	}
 	return out, nil
+}
+
+// runPhase alternates reps steps of s with the peer's, p having answered
+// ready line, and ends the peer.
+func runPhase(ctx context.Context, s *setup, p *bench.Peer, ready []byte, reps int, iter *int) (phase, error) {
+	var r struct {
+		Ready  bool `json:"ready"`
+		Params int  `json:"params"`
+	}
+	var ph phase
+	err := json.Unmarshal(ready, &r)
+	if err == nil && !r.Ready {
+		err = errors.New(`want {"ready": true, ...}`)
+	}
+	if err != nil {
+		err = fmt.Errorf("peer's first line %q: %w", ready, err)
+	} else {
+		err = checkParams(r.Params, s.params)
+	}
+	if err == nil {
+		ph.ours, err = alternate(ctx, s, p, reps, iter)
+	}
+	rest, cerr := p.Close()
+	if err != nil {
+		return ph, err
+	}
+	if cerr != nil {
+		return ph, cerr
+	}
+	if err := json.Unmarshal(bench.LastLine(rest), &ph.peer); err != nil {
+		return ph, fmt.Errorf("peer's summary %q: %w", rest, err)
+	}
+	for _, w := range ph.peer.Steps {
+		ph.theirs = append(ph.theirs, timing{Wall: w})
+	}
+	if len(ph.theirs) != reps || len(ph.peer.CPUs) != reps {
+		return ph, fmt.Errorf("peer's summary %q: want %d steps", rest, reps)
+	}
+	for i, c := range ph.peer.CPUs {
+		ph.theirs[i].CPU = c
+	}
+	return ph, nil
 }
 
 // checkParams fails when the peer's parameter count is more than 0.1% away

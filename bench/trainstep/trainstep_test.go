@@ -167,8 +167,8 @@ func TestQuickPyTorch(t *testing.T) {
 			t.Errorf("result %+v (note %q)", r, rs[0].Note)
 		}
 	}
-	if !strings.Contains(rs[0].Note, "1 thread(s)") {
-		t.Errorf("note %q lacks the one-thread peer", rs[0].Note)
+	if !strings.Contains(rs[0].Note, "at 1 thread(s)") || !strings.Contains(rs[0].Note, "alternating with xmr's") {
+		t.Errorf("note %q lacks the one-thread peer's phase", rs[0].Note)
 	}
 }
 
