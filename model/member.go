@@ -67,8 +67,11 @@ import (
 //
 //   - Building the banks: BuildMemory encodes the whole training set
 //     (without a tape) before the first step; each step then overwrites
-//     its batch's slots with the values it computed ("replace the
-//     key-value pairs ... after each training step").
+//     its batch's slots with the values it computed, once both encoders
+//     have run ("replace the key-value pairs ... after each training
+//     step"): the encoders stage their writes and EndStep applies them,
+//     so that a step's image and text encoders, which train runs side by
+//     side, both query the banks as they were before the step.
 //   - Usage ratio (Table VIII): a bank holds a fixed random subset
 //     (seeded) of ceil(ratio * N) training items, used in training and in
 //     retrieval alike, as the paper does.
@@ -242,8 +245,8 @@ type memberFeatures struct {
 
 // EncodeImages encodes images into the embedding of model.space; with a
 // tape it also returns the self- and cross-embeddings for the loss, and
-// with Items it refreshes the image bank and keeps each image's captions
-// out of its responses.
+// with Items it stages the batch's writes into the image bank (EndStep
+// applies them) and keeps each image's captions out of its responses.
 func (m *MEMBER) EncodeImages(tp *tensor.Tape, im Images) *Encoded {
 	b, r := im.Feat.Shape[0], im.Feat.Shape[1]
 	valid := im.Valid
@@ -254,7 +257,7 @@ func (m *MEMBER) EncodeImages(tp *tensor.Tape, im Images) *Encoded {
 	se := m.pool(tp, is, valid)                                     // i^s: (B, d)
 	var exclude []int
 	if im.Items != nil {
-		m.mem.img.write(im.Items, se, is, valid)
+		m.mem.img.stage(im.Items, se, is, valid)
 		exclude = im.Items // an image's own captions belong to it
 	}
 	return m.encoded(tp, is, se, valid, &m.mem.txt, exclude)
@@ -269,7 +272,7 @@ func (m *MEMBER) EncodeTexts(tp *tensor.Tape, tx Texts) *Encoded {
 	se := m.pool(tp, ts, tx.Valid)                               // t^s: (C, d)
 	var exclude []int
 	if tx.Items != nil {
-		m.mem.txt.write(tx.Items, se, ts, tx.Valid)
+		m.mem.txt.stage(tx.Items, se, ts, tx.Valid)
 		exclude = make([]int, c)
 		for k, item := range tx.Items {
 			exclude[k] = m.mem.captionImage(item)
@@ -481,6 +484,20 @@ func (m *MEMBER) BuildMemory(ctx context.Context, images ImageSource, captions [
 	return nil
 }
 
+// EndStep ends a training step: when ok, the bank writes that its
+// encodes staged (batches with Items) replace their items' slots, in the
+// order staged; else they are dropped.
+func (m *MEMBER) EndStep(ok bool) {
+	for _, b := range []*memoryBank{&m.mem.img, &m.mem.txt} {
+		if ok {
+			for _, w := range b.pending {
+				b.write(w.items, w.se, w.x, w.valid)
+			}
+		}
+		b.pending = nil
+	}
+}
+
 // usageSubset returns ceil(ratio * n) of the items 0..n-1, sorted: all of
 // them at ratio 1, else a random subset drawn from a fixed stream.
 func usageSubset(n int, ratio float32, stream uint64) []int {
@@ -526,6 +543,23 @@ type memoryBank struct {
 	length int       // L: region slots or caption tokens
 	dim    int       // d
 	slot   map[int]int
+
+	pending []bankWrite // staged by the step's encodes, applied by EndStep
+}
+
+// bankWrite is a staged write of a batch into a bank: write's arguments,
+// copied out of the tape's buffers, which the step's backward pass reuses.
+type bankWrite struct {
+	items        []int
+	se, x, valid *tensor.Tensor
+}
+
+// stage keeps a copy of a batch's write (see write) for EndStep.
+func (b *memoryBank) stage(items []int, se, x, valid *tensor.Tensor) {
+	if b.size() == 0 {
+		return
+	}
+	b.pending = append(b.pending, bankWrite{items: slices.Clone(items), se: se.Clone(), x: x.Clone(), valid: valid.Clone()})
 }
 
 // reset makes an empty bank of len(items) slots of length l.

@@ -199,8 +199,9 @@ func TestMemberSpaces(t *testing.T) {
 }
 
 // TestMemberTrainingWrites checks that a training batch (Items set)
-// overwrites its slots and keeps its own matches out of the responses,
-// and that the usage ratio keeps a subset of the items.
+// overwrites its slots when its step ends (not before, nor when the step
+// failed) and keeps its own matches out of the responses, and that the
+// usage ratio keeps a subset of the items.
 func TestMemberTrainingWrites(t *testing.T) {
 	m, imgs := tinyMember(t, nil)
 	before := slices.Clone(m.mem.img.keys)
@@ -209,6 +210,15 @@ func TestMemberTrainingWrites(t *testing.T) {
 	im.Items = []int{1}
 	m.EncodeImages(tensor.NewTape(), im)
 	d := m.cfg.Model.EmbedSize
+	if !slices.Equal(before, m.mem.img.keys) {
+		t.Error("an image batch wrote its slot before the step ended")
+	}
+	m.EndStep(false)
+	if !slices.Equal(before, m.mem.img.keys) {
+		t.Error("a failed step's writes were applied")
+	}
+	m.EncodeImages(tensor.NewTape(), im)
+	m.EndStep(true)
 	if slices.Equal(before[d:2*d], m.mem.img.keys[d:2*d]) || !slices.Equal(before[:d], m.mem.img.keys[:d]) {
 		t.Error("an image batch must overwrite its own slot and only it")
 	}
@@ -307,5 +317,42 @@ func TestMemberValidate(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestMemberEncodersIndependent checks that a training step's two
+// encoders do not see each other's bank writes: images then captions, or
+// captions then images (as side by side, either may end first), give the
+// same encodings and, once the step ends, the same banks.
+func TestMemberEncodersIndependent(t *testing.T) {
+	run := func(imagesFirst bool) (img, txt *Encoded, m *MEMBER) {
+		m, imgs := tinyMember(t, nil)
+		im := ImageBatch(imgs, []int{0, 1, 2})
+		im.Feat = tensor.RandN(rand.New(rand.NewPCG(9, 9)), im.Feat.Shape...)
+		im.Items = []int{0, 1, 2}
+		tx := TextBatch(m, tinyCaptions)
+		tx.Items = []int{0, 1, 2}
+		tp := tensor.NewTape()
+		if imagesFirst {
+			img = m.EncodeImages(tp, im)
+			txt = m.EncodeTexts(tp, tx)
+		} else {
+			txt = m.EncodeTexts(tp, tx)
+			img = m.EncodeImages(tp, im)
+		}
+		m.EndStep(true)
+		return img, txt, m
+	}
+	i1, t1, m1 := run(true)
+	i2, t2, m2 := run(false)
+	if !slices.Equal(i1.Global.Data, i2.Global.Data) || !slices.Equal(t1.Global.Data, t2.Global.Data) {
+		t.Error("a step's encodings depend on which encoder ran first")
+	}
+	if !slices.Equal(m1.mem.img.values, m2.mem.img.values) || !slices.Equal(m1.mem.txt.keys, m2.mem.txt.keys) {
+		t.Error("the banks after a step depend on which encoder ran first")
+	}
+	before, _ := tinyMember(t, nil)
+	if slices.Equal(before.mem.img.values, m1.mem.img.values) {
+		t.Error("the step did not write its images into the bank")
 	}
 }

@@ -66,8 +66,8 @@ type Images struct {
 	// Items, when not nil, are the images' indices in the training split
 	// (B): a training batch sets them for models with memory banks over
 	// the training set (Memorizer: MEMBER writes the batch into its bank
-	// and keeps an item's own matches out of its responses). Inference
-	// and every other model leave them nil.
+	// when the step ends, and keeps an item's own matches out of its
+	// responses). Inference and every other model leave them nil.
 	Items []int
 }
 
@@ -131,6 +131,12 @@ type Memorizer interface {
 	// BuildMemory encodes the training images and captions into the
 	// banks; captionImage[c] is the image of caption c.
 	BuildMemory(ctx context.Context, images ImageSource, captions []string, captionImage []int) error
+	// EndStep ends a training step. The step's encodes (batches with
+	// Items) only stage their writes into the banks, so that its image
+	// and text encoders, which may run side by side, both read the banks
+	// as they were before it; when ok, EndStep applies the writes, else
+	// it drops them.
+	EndStep(ok bool)
 }
 
 // Stateful is a model with state beside its parameters that checkpoints

@@ -97,6 +97,9 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 		s.tp.BackwardAndReset(l)
 	})
 	s.tp.Reset() // after a panic, BackwardAndReset has not reset
+	if mem, ok := s.m.(model.Memorizer); ok {
+		mem.EndStep(err == nil) // the banks' writes, once both encoders have run
+	}
 	if err != nil {
 		s.opt.ZeroGrad()
 		return 0, err
@@ -116,7 +119,8 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 
 // encode encodes b's images and captions on tp: side by side
 // (tensor.Tape.Both), since a model's encoders share nothing until the
-// loss.
+// loss (MEMBER's read each other's memory bank, which changes only when
+// the step ends: Memorizer.EndStep).
 func encode(tp *tensor.Tape, m model.Model, b Batch) (img, txt *model.Encoded) {
 	tp.Both(func(tp *tensor.Tape) { img = m.EncodeImages(tp, b.Images) },
 		func(tp *tensor.Tape) { txt = m.EncodeTexts(tp, b.Texts) })
