@@ -18,8 +18,8 @@ import (
 // runs first: a step runs them side by side (encode), so either may end
 // first. Images then captions and captions then images, on two models
 // built alike (dropout off, weights moved since the banks were built),
-// must give the same encodings bit for bit and,
-// once the step ends, the same model state (MEMBER's banks included).
+// must give the same encodings bit for bit and, once the step ends, the
+// same model state (MEMBER's banks included).
 func TestEncodersIndependent(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join("..", "configs", "*-small.yaml"))
 	if err != nil || len(names) < 10 {
