@@ -12,18 +12,24 @@ import (
 	"github.com/xmr-project/xmr/tools"
 )
 
+// fakePython writes an executable shell script dir/name that stands for
+// a Python interpreter: it accepts tools.FindPython's module check
+// (-c ...) and otherwise runs body, with the peer script's path as $1.
+func fakePython(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n[ \"$1\" = -c ] && exit 0\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestRunPeer(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("fake interpreters are shell scripts")
 	}
 	dir := t.TempDir()
-	fake := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\n[ \"$1\" = -c ] && exit 0\n"+body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	fake := func(name, body string) string { return fakePython(t, dir, name, body) }
 	echo := fake("echo", "read -r first < \"$1\"; shift; echo \"$first|$*\"\n")
 	fail := fake("fail", "echo 'Traceback: boom' >&2; exit 3\n")
 	t.Setenv("PATH", dir) // no python3 there
@@ -62,13 +68,7 @@ func TestStartPeer(t *testing.T) {
 		t.Skip("fake interpreters are shell scripts")
 	}
 	dir := t.TempDir()
-	fake := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\n[ \"$1\" = -c ] && exit 0\n"+body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	fake := func(name, body string) string { return fakePython(t, dir, name, body) }
 	t.Setenv("PATH", dir+":/usr/bin:/bin")
 	t.Setenv(tools.EnvPython, "")
 	ctx := context.Background()

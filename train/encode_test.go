@@ -1,14 +1,11 @@
 package train
 
 import (
-	"context"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/tensor"
 )
@@ -21,21 +18,8 @@ import (
 // must give the same encodings bit for bit and, once the step ends, the
 // same model state (MEMBER's banks included).
 func TestEncodersIndependent(t *testing.T) {
-	names, err := filepath.Glob(filepath.Join("..", "configs", "*-small.yaml"))
-	if err != nil || len(names) < 10 {
-		t.Fatalf("configs: %d found, %v", len(names), err)
-	}
-	src, err := data.Source{Path: testWorld(t)}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	split, err := src.Load(context.Background(), "train")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer split.Close()
-	for _, path := range names {
-		name := filepath.Base(path)
+	names, split := smallConfigs(t)
+	for _, name := range names {
 		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
 			cfg := tinyConfig(t, name)
 			cfg.ImageModel.FeatDim = split.Images.D
@@ -43,18 +27,7 @@ func TestEncodersIndependent(t *testing.T) {
 				cfg.TextModel.Hidden = cfg.Model.EmbedSize
 			}
 			run := func(imagesFirst bool) (img, txt *model.Encoded, fingerprint string) {
-				mc := cfg.ModelConfig()
-				tok, err := model.BuildTokenizer(mc, split.Captions)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m, err := model.New(mc, tok, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := buildMemory(context.Background(), m, split); err != nil {
-					t.Fatal(err)
-				}
+				m := smallModel(t, cfg, split)
 				// As after a step: weights other than those the banks
 				// were built with, so that a bank write changes the bank.
 				rng := rand.New(rand.NewPCG(3, 3))

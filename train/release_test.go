@@ -24,21 +24,8 @@ func TestBackwardAndResetMatchesBackward(t *testing.T) {
 	if !tensor.PoisonReleased {
 		t.Fatal("tensor.PoisonReleased is off: the test would not see a read after release")
 	}
-	names, err := filepath.Glob(filepath.Join("..", "configs", "*-small.yaml"))
-	if err != nil || len(names) < 10 {
-		t.Fatalf("configs: %d found, %v", len(names), err)
-	}
-	src, err := data.Source{Path: testWorld(t)}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	split, err := src.Load(context.Background(), "train")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer split.Close()
-	for _, path := range names {
-		name := filepath.Base(path)
+	names, split := smallConfigs(t)
+	for _, name := range names {
 		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
 			cfg := tinyConfig(t, name)
 			cfg.ImageModel.FeatDim = split.Images.D
@@ -47,18 +34,7 @@ func TestBackwardAndResetMatchesBackward(t *testing.T) {
 				cfg.TextModel.Hidden = cfg.Model.EmbedSize
 			}
 			grads := func(release bool) [][]float32 {
-				mc := cfg.ModelConfig()
-				tok, err := model.BuildTokenizer(mc, split.Captions)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m, err := model.New(mc, tok, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := buildMemory(context.Background(), m, split); err != nil {
-					t.Fatal(err)
-				}
+				m := smallModel(t, cfg, split)
 				s, err := NewStepper(m, cfg.Training, 10)
 				if err != nil {
 					t.Fatal(err)
@@ -105,4 +81,48 @@ func TestBackwardAndResetMatchesBackward(t *testing.T) {
 			}
 		})
 	}
+}
+
+// smallConfigs returns the file names of the built-in small configs (one
+// per model and variant) and the test world's training split, closed when
+// t ends.
+func smallConfigs(t *testing.T) ([]string, *data.Split) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", "configs", "*-small.yaml"))
+	if err != nil || len(paths) < 10 {
+		t.Fatalf("configs: %d found, %v", len(paths), err)
+	}
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = filepath.Base(p)
+	}
+	src, err := data.Source{Path: testWorld(t)}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := src.Load(context.Background(), "train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { split.Close() })
+	return names, split
+}
+
+// smallModel builds cfg's model with seed 1 and a tokenizer over split's
+// captions, its memory banks (MEMBER) built from split.
+func smallModel(t *testing.T, cfg Config, split *data.Split) model.Model {
+	t.Helper()
+	mc := cfg.ModelConfig()
+	tok, err := model.BuildTokenizer(mc, split.Captions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(mc, tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := buildMemory(context.Background(), m, split); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
