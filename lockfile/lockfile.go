@@ -51,7 +51,9 @@ func (e *HeldError) Error() string {
 // Unwrap returns ErrLocked.
 func (e *HeldError) Unwrap() error { return ErrLocked }
 
-// Lock is a held lock. Release it when done; the lock file stays.
+// Lock is a held lock. Release it when done; the lock file stays. Keep it
+// reachable until then: when the garbage collector finds a Lock
+// unreachable, it closes its file, and the lock goes with it.
 type Lock struct {
 	f *os.File
 }

@@ -47,12 +47,18 @@ func TestAcquireRelease(t *testing.T) {
 	}
 }
 
+// childLock is the lock TestOtherProcess's child holds until it is killed.
+var childLock *Lock
+
 // TestOtherProcess holds the lock in a child process: Acquire here must name
 // the child's pid, and succeed once the child is killed (the kernel drops
 // the lock of a dead process).
 func TestOtherProcess(t *testing.T) {
 	if dir := os.Getenv("XMR_LOCKFILE_HOLD"); dir != "" {
-		if _, err := Acquire(dir, ""); err != nil {
+		var err error
+		// Kept reachable: an unreachable Lock's file is closed by the
+		// garbage collector, and the lock goes with it.
+		if childLock, err = Acquire(dir, ""); err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}
