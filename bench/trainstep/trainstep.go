@@ -133,11 +133,18 @@ func best(ts []timing) timing {
 	return b
 }
 
-// phase is xmr's steps and the peer's at one thread count, taken in turn.
+// phase is xmr's steps and the peer's at one thread count, taken in turn;
+// in the last phase, then the replays of a step's products and more of the
+// peer's steps, taken in turn.
 type phase struct {
 	threads      int
 	ours, theirs []timing
 	peer         peerResult
+	// replays and theirsReplay are the replays of the products and the
+	// peer's steps taken in turn with them; rss is xmr's peak memory
+	// before the first replay (whose operands would add to it).
+	replays, theirsReplay []timing
+	rss                   float64
 }
 
 // ratio is the peer's best step over ours: above 1, xmr is faster.
@@ -158,6 +165,12 @@ const pause = 300 * time.Millisecond
 // step on each side, so that both meet the machine at the same speed. In
 // each such phase the best step of each side counts; the ratio reported is
 // the lower of the phases' (the peer at its best thread count).
+//
+// Then the matrix products of one step (recorded in the warm-up step) are
+// replayed alone, as many times, alternating with more of the peer's steps
+// in the last phase: "products alone" is the time a step would take if
+// everything else cost nothing, and its ratio against the peer the most
+// that any work outside the products could give.
 func run(ctx context.Context, opts bench.Options) error {
 	name := "teran-mrsw"
 	if len(opts.Args) > 0 {
@@ -171,7 +184,8 @@ func run(ctx context.Context, opts bench.Options) error {
 		return err
 	}
 	iter := 0
-	if err := s.step(iter); err != nil { // warm-up: allocations, pools
+	prod, err := record(s, iter) // warm-up: allocations, pools
+	if err != nil {
 		return err
 	}
 	reps := 3
@@ -181,22 +195,29 @@ func run(ctx context.Context, opts bench.Options) error {
 	var phases []phase
 	peerNote := "peer skipped (--no-peer)"
 	if !opts.NoPeer {
-		if phases, err = runPeers(ctx, opts, s, reps, &iter); err != nil {
+		if phases, err = runPeers(ctx, opts, s, prod, reps, &iter); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			phases, peerNote = nil, "PyTorch peer skipped: "+err.Error()
 		}
 	}
-	var ours timing
-	var peer *phase
+	var ours, replay timing
+	var rss float64
+	var peer, last *phase
 	if len(phases) == 0 {
-		ts, err := alternate(ctx, s, nil, reps, &iter)
+		ts, err := alternate(ctx, timeSteps(s, &iter), nil, reps)
 		if err != nil {
 			return err
 		}
-		ours = best(ts)
+		ours, rss = best(ts), bench.MaxRSSMiB()
+		if ts, err = alternate(ctx, timeReplays(prod), nil, reps); err != nil {
+			return err
+		}
+		replay = best(ts)
 	} else {
+		last = &phases[len(phases)-1]
+		rss, replay = last.rss, best(last.replays)
 		var parts []string
 		for i := range phases {
 			ph := &phases[i]
@@ -210,7 +231,6 @@ func run(ctx context.Context, opts bench.Options) error {
 		peerNote = fmt.Sprintf("peer: PyTorch %s (%s), steps alternating with xmr's, best of %d each: %s; the ratio is the lower",
 			peer.peer.Version, peer.peer.BLASCore, reps, strings.Join(parts, "; "))
 	}
-	rss := bench.MaxRSSMiB()
 	b := s.cfg.Training.BatchSize
 	note := fmt.Sprintf("%s, batch %d, %d regions, %d tokens, %.1fM parameters; GOMAXPROCS=%d, %s",
 		name, b, regions, words+2, float64(s.params)/1e6, runtime.GOMAXPROCS(0), blas.Describe())
@@ -229,24 +249,30 @@ func run(ctx context.Context, opts bench.Options) error {
 	emit(bench.Result{Name: "train-step " + name, Metric: "step time", Value: ours.Wall, Unit: "s", Note: note + "; " + peerNote}, pStep)
 	emit(bench.Result{Name: "train-step " + name, Metric: "time per example", Value: 1000 * ours.Wall / float64(b), Unit: "ms"}, pEx)
 	emit(bench.Result{Name: "train-step " + name, Metric: "CPU time", Value: ours.CPU, Unit: "s", Note: "user+system time of the process in the best step (all threads)"}, pCPU)
-	emit(bench.Result{Name: "train-step " + name, Metric: "peak memory", Value: rss, Unit: "MiB", Note: "process max RSS (peer: VmHWM of its own process)"}, pRSS)
+	emit(bench.Result{Name: "train-step " + name, Metric: "peak memory", Value: rss, Unit: "MiB", Note: "process max RSS before the products' replay (peer: VmHWM of its own process)"}, pRSS)
+	r := bench.Result{Name: "train-step " + name, Metric: "products alone", Value: replay.Wall, Unit: "s",
+		Note: fmt.Sprintf("the step's %d matrix products (%.3f TFLOP) replayed alone through blas.Sgemm at %.1f GFLOP/s, best of %d: the step's time if nothing else cost any",
+			len(prod.calls), prod.flops/1e12, prod.flops/1e9/replay.Wall, reps)}
+	if last != nil {
+		r.Note += fmt.Sprintf("; the peer's steps alternating with the replays (%d threads): the ratio is the most that any work outside the products could give", last.threads)
+		r = r.WithPeer(fmt.Sprintf("pytorch-%s (%d threads)", last.peer.Version, last.threads), best(last.theirsReplay).Wall, false)
+	}
+	opts.Emit(r)
 	return nil
 }
 
-// alternate takes reps timed steps of s, each followed, when p is not
-// nil, by one of the peer's, with a pause before each. *iter counts the
-// steps s has taken.
-func alternate(ctx context.Context, s *setup, p *bench.Peer, reps int, iter *int) (ours []timing, err error) {
+// alternate does reps timed pieces of work, each followed, when p is not
+// nil, by one of the peer's steps, with a pause before each.
+func alternate(ctx context.Context, work func() (timing, error), p *bench.Peer, reps int) (ours []timing, err error) {
 	for r := 0; r < reps; r++ {
 		if err := sleep(ctx, pause); err != nil {
 			return nil, err
 		}
-		*iter++
-		start, c0 := time.Now(), bench.CPUSeconds()
-		if err := s.step(*iter); err != nil {
+		t, err := work()
+		if err != nil {
 			return nil, err
 		}
-		ours = append(ours, timing{Wall: time.Since(start).Seconds(), CPU: bench.CPUSeconds() - c0})
+		ours = append(ours, t)
 		if p == nil {
 			continue
 		}
@@ -258,6 +284,28 @@ func alternate(ctx context.Context, s *setup, p *bench.Peer, reps int, iter *int
 		}
 	}
 	return ours, nil
+}
+
+// timeSteps returns work that takes the next training step of s (*iter
+// counts the steps s has taken) and times it.
+func timeSteps(s *setup, iter *int) func() (timing, error) {
+	return func() (timing, error) {
+		*iter++
+		start, c0 := time.Now(), bench.CPUSeconds()
+		if err := s.step(*iter); err != nil {
+			return timing{}, err
+		}
+		return timing{Wall: time.Since(start).Seconds(), CPU: bench.CPUSeconds() - c0}, nil
+	}
+}
+
+// timeReplays returns work that replays p's products and times it.
+func timeReplays(p *products) func() (timing, error) {
+	return func() (timing, error) {
+		c0 := bench.CPUSeconds()
+		w := p.replay()
+		return timing{Wall: w, CPU: bench.CPUSeconds() - c0}, nil
+	}
 }
 
 // sleep waits d or until ctx ends.
@@ -309,10 +357,12 @@ func peerArgs(s *setup, threads, steps int) ([]string, error) {
 // runPeers runs the peer at 1 thread and at GOMAXPROCS threads, each
 // phase's steps alternating with reps of s's (*iter counts them), after
 // checking that the peer's model has xmr's number of parameters (within
-// 0.1%).
-func runPeers(ctx context.Context, opts bench.Options, s *setup, reps int, iter *int) ([]phase, error) {
+// 0.1%). In the last phase reps replays of prod follow, alternating with
+// as many more of the peer's steps.
+func runPeers(ctx context.Context, opts bench.Options, s *setup, prod *products, reps int, iter *int) ([]phase, error) {
 	var out []phase
-	for _, threads := range threadCounts(runtime.GOMAXPROCS(0)) {
+	counts := threadCounts(runtime.GOMAXPROCS(0))
+	for i, threads := range counts {
 		args, err := peerArgs(s, threads, reps)
 		if err != nil {
 			return nil, err
@@ -321,7 +371,11 @@ func runPeers(ctx context.Context, opts bench.Options, s *setup, reps int, iter 
 		if err != nil {
 			return nil, err
 		}
-		ph, err := runPhase(ctx, s, p, line, reps, iter)
+		var replay *products
+		if i == len(counts)-1 {
+			replay = prod
+		}
+		ph, err := runPhase(ctx, s, replay, p, line, reps, iter)
 		if err != nil {
 			return nil, err
 		}
@@ -332,8 +386,10 @@ func runPeers(ctx context.Context, opts bench.Options, s *setup, reps int, iter 
 }
 
 // runPhase alternates reps steps of s with the peer's, p having answered
-// ready line, and ends the peer.
-func runPhase(ctx context.Context, s *setup, p *bench.Peer, ready []byte, reps int, iter *int) (phase, error) {
+// ready line, then, when prod is not nil, reps replays of prod with as many
+// more of the peer's steps (noting xmr's peak memory before them), and ends
+// the peer.
+func runPhase(ctx context.Context, s *setup, prod *products, p *bench.Peer, ready []byte, reps int, iter *int) (phase, error) {
 	var r struct {
 		Ready  bool `json:"ready"`
 		Params int  `json:"params"`
@@ -349,7 +405,11 @@ func runPhase(ctx context.Context, s *setup, p *bench.Peer, ready []byte, reps i
 		err = checkParams(r.Params, s.params)
 	}
 	if err == nil {
-		ph.ours, err = alternate(ctx, s, p, reps, iter)
+		ph.ours, err = alternate(ctx, timeSteps(s, iter), p, reps)
+	}
+	ph.rss = bench.MaxRSSMiB()
+	if err == nil && prod != nil {
+		ph.replays, err = alternate(ctx, timeReplays(prod), p, reps)
 	}
 	rest, cerr := p.Close()
 	if err != nil {
@@ -361,14 +421,17 @@ func runPhase(ctx context.Context, s *setup, p *bench.Peer, ready []byte, reps i
 	if err := json.Unmarshal(bench.LastLine(rest), &ph.peer); err != nil {
 		return ph, fmt.Errorf("peer's summary %q: %w", rest, err)
 	}
-	for _, w := range ph.peer.Steps {
-		ph.theirs = append(ph.theirs, timing{Wall: w})
+	want := reps + len(ph.replays)
+	if len(ph.peer.Steps) != want || len(ph.peer.CPUs) != want {
+		return ph, fmt.Errorf("peer's summary %q: want %d steps", rest, want)
 	}
-	if len(ph.theirs) != reps || len(ph.peer.CPUs) != reps {
-		return ph, fmt.Errorf("peer's summary %q: want %d steps", rest, reps)
-	}
-	for i, c := range ph.peer.CPUs {
-		ph.theirs[i].CPU = c
+	for i, w := range ph.peer.Steps {
+		t := timing{Wall: w, CPU: ph.peer.CPUs[i]}
+		if i < reps {
+			ph.theirs = append(ph.theirs, t)
+		} else {
+			ph.theirsReplay = append(ph.theirsReplay, t)
+		}
 	}
 	return ph, nil
 }

@@ -2,14 +2,17 @@ package trainstep
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/xmr-project/xmr/bench"
+	"github.com/xmr-project/xmr/blas"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/optim"
 	"github.com/xmr-project/xmr/tensor"
@@ -49,7 +52,7 @@ func collect(t *testing.T, opts bench.Options) []bench.Result {
 	if err := Benchmark.Run(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"step time", "time per example", "CPU time", "peak memory"}
+	want := []string{"step time", "time per example", "CPU time", "peak memory", "products alone"}
 	if len(rs) != len(want) {
 		t.Fatalf("%d results, want %d: %+v", len(rs), len(want), rs)
 	}
@@ -169,6 +172,55 @@ func TestQuickPyTorch(t *testing.T) {
 	}
 	if !strings.Contains(rs[0].Note, "at 1 thread(s)") || !strings.Contains(rs[0].Note, "alternating with xmr's") {
 		t.Errorf("note %q lacks the one-thread peer's phase", rs[0].Note)
+	}
+	if last := rs[len(rs)-1]; !strings.Contains(last.Note, "alternating with the replays") {
+		t.Errorf("products alone: note %q says nothing of the peer's steps beside the replays", last.Note)
+	}
+}
+
+// TestRecordReplay records the products of a tiny step and replays them:
+// the operands hold every product (blas.Sgemm panics otherwise), C stays
+// finite however often they are replayed, the recording leaves the BLAS
+// as it was, and a step's products are the same from step to step.
+func TestRecordReplay(t *testing.T) {
+	s, err := newSetup(writeTiny(t, "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := blas.Current()
+	p, err := record(s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blas.Current() != before {
+		t.Fatalf("record left blas.Current() = %v, want %v", blas.Current(), before)
+	}
+	q, err := record(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.calls, q.calls) {
+		t.Errorf("two steps' products differ: %d and %d products", len(p.calls), len(q.calls))
+	}
+	var flops float64
+	betas := map[float32]int{}
+	for _, c := range p.calls {
+		flops += c.flops()
+		betas[c.beta]++
+	}
+	// Forward products write (beta 0); weight gradients add up (beta 1).
+	if !(flops > 0) || flops != p.flops || betas[0] == 0 || betas[1] == 0 {
+		t.Errorf("%d products, %g FLOP (recorded %g), betas %v", len(p.calls), flops, p.flops, betas)
+	}
+	for range 20 {
+		if w := p.replay(); !(w > 0) {
+			t.Fatalf("replay took %v s", w)
+		}
+	}
+	for i, v := range p.c {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("after 20 replays C[%d] = %v", i, v)
+		}
 	}
 }
 
