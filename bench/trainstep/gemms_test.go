@@ -2,6 +2,8 @@ package trainstep
 
 import (
 	"testing"
+
+	"github.com/xmr-project/xmr/blas"
 )
 
 // BenchmarkGEMMs replays the matrix products of one training step of
@@ -35,4 +37,38 @@ func BenchmarkGEMMs(b *testing.B) {
 	b.ReportMetric(p.flops/1e12, "TFLOP/step")
 	b.ReportMetric(100*small/p.flops, "%FLOP-in-small")
 	b.ReportMetric(p.flops/1e9/(b.Elapsed().Seconds()/float64(b.N)), "GFLOP/s")
+}
+
+// BenchmarkGEMMShapes replays the products of one step grouped by shape
+// (transposes and sizes), one sub-benchmark per shape that holds at least
+// 1% of the step's FLOP, largest first: the speed the step gets from
+// blas.Sgemm on each kind of product, and each kind's share of the step.
+//
+//	go test -run '^$' -bench GEMMShapes -benchtime 3x ./bench/trainstep/
+func BenchmarkGEMMShapes(b *testing.B) {
+	s := benchSetup(b)
+	if err := s.step(0); err != nil {
+		b.Fatal(err)
+	}
+	p, err := record(s, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.alloc()
+	for _, g := range p.byShape() {
+		if g.flops < 0.01*p.flops {
+			continue
+		}
+		b.Run(g.name(), func(b *testing.B) {
+			for b.Loop() {
+				for range g.count {
+					c := g.shape
+					blas.Sgemm(c.transA, c.transB, c.m, c.n, c.k, c.alpha, p.a, c.lda, p.b, c.ldb, c.beta, p.c, c.ldc)
+				}
+			}
+			b.ReportMetric(float64(g.count), "products")
+			b.ReportMetric(100*g.flops/p.flops, "%step-FLOP")
+			b.ReportMetric(g.flops/1e9/(b.Elapsed().Seconds()/float64(b.N)), "GFLOP/s")
+		})
+	}
 }
