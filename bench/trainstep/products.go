@@ -78,9 +78,15 @@ func (p *products) replay() float64 {
 	}
 	start := time.Now()
 	for _, c := range p.calls {
-		blas.Sgemm(c.transA, c.transB, c.m, c.n, c.k, c.alpha, p.a, c.lda, p.b, c.ldb, c.beta, p.c, c.ldc)
+		p.compute(c)
 	}
 	return time.Since(start).Seconds()
+}
+
+// compute computes product c through blas.Sgemm on the replay's operands
+// (made by alloc).
+func (p *products) compute(c product) {
+	blas.Sgemm(c.transA, c.transB, c.m, c.n, c.k, c.alpha, p.a, c.lda, p.b, c.ldb, c.beta, p.c, c.ldc)
 }
 
 // alloc makes operands that hold every product's A, B and C, with small

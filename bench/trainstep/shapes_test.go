@@ -1,6 +1,7 @@
 package trainstep
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"testing"
@@ -40,15 +41,7 @@ func (p *products) byShape() []shapeGroup {
 		gs[i].count++
 		gs[i].flops += c.flops()
 	}
-	slices.SortStableFunc(gs, func(x, y shapeGroup) int {
-		switch {
-		case x.flops > y.flops:
-			return -1
-		case x.flops < y.flops:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(gs, func(x, y shapeGroup) int { return cmp.Compare(y.flops, x.flops) })
 	return gs
 }
 
