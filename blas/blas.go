@@ -11,6 +11,7 @@
 package blas
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -29,26 +30,47 @@ type Impl interface {
 var (
 	mu      sync.RWMutex
 	current Impl
-	loadErr error // why OpenBLAS could not be used, if it could not
+	loadErr error  // why OpenBLAS could not be used, if it could not
+	why     string // the same in a few words, for Fallback
 	once    sync.Once
 )
 
 func initDefault() {
 	once.Do(func() {
 		pure := Go{}
-		switch os.Getenv("XMR_BLAS") {
+		switch v := os.Getenv("XMR_BLAS"); v {
 		case "go", "pure", "gonum":
 			current = pure
-			loadErr = fmt.Errorf("XMR_BLAS=%s selects the pure-Go GEMM", os.Getenv("XMR_BLAS"))
+			loadErr = fmt.Errorf("XMR_BLAS=%s selects the pure-Go GEMM", v)
+			why = "XMR_BLAS=" + v + " selects it"
 			return
 		}
 		ob, err := LoadOpenBLAS()
 		if err != nil {
 			current, loadErr = pure, err
+			why = err.Error()
+			if errors.Is(err, ErrNotFound) {
+				why = "the OpenBLAS library (libopenblas.so.0) was not found"
+			}
 			return
 		}
 		current = ob
 	})
+}
+
+// Fallback reports whether the pure-Go GEMM is the implementation in use
+// and, when it is, why, in a few words: XMR_BLAS chose it, or OpenBLAS
+// could not be loaded (most often: the library is not installed). The
+// pure-Go GEMM computes the same products 3-14x more slowly (0.07-0.36x
+// OpenBLAS's speed on the shapes the models use, docs/benchmarks.md, "gemm").
+func Fallback() (reason string, inUse bool) {
+	if _, ok := Current().(Go); !ok {
+		return "", false
+	}
+	if why == "" {
+		return "it was chosen in this process (blas.Use)", true
+	}
+	return why, true
 }
 
 // Current returns the implementation in use.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 )
@@ -180,5 +181,34 @@ func BenchmarkSgemm(b *testing.B) {
 			}
 			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// TestFallback checks what Fallback says on the implementations in use:
+// the pure-Go GEMM with its reason (XMR_BLAS, or OpenBLAS not found, as
+// this process started; or chosen by Use), and OpenBLAS as no fallback.
+func TestFallback(t *testing.T) {
+	start := Current()
+	defer Use(start)
+	if _, isGo := start.(Go); isGo {
+		why, ok := Fallback()
+		want := "libopenblas.so.0"
+		if v := os.Getenv("XMR_BLAS"); v == "go" || v == "pure" || v == "gonum" {
+			want = "XMR_BLAS=" + v
+		}
+		if !ok || !strings.Contains(why, want) {
+			t.Errorf("the pure-Go GEMM at start: Fallback() = %q, %v; want true and a reason naming %s", why, ok, want)
+		}
+	}
+	Use(Go{})
+	if why, ok := Fallback(); !ok || why == "" {
+		t.Errorf("after Use(Go{}): Fallback() = %q, %v; want true and a reason", why, ok)
+	}
+	if _, isOB := start.(*OpenBLAS); !isOB {
+		return
+	}
+	Use(start)
+	if why, ok := Fallback(); ok {
+		t.Errorf("with OpenBLAS: Fallback() = %q, true; want false", why)
 	}
 }

@@ -35,8 +35,8 @@ const (
 // core. OpenBLAS's own worker threads spin (sched_yield) for a while after
 // every call, taking the cores that xmr's elementwise kernels need between
 // products; with the split, training steps run 1.6-1.9x faster on 2 cores
-// (docs/benchmarks.md). Setting OPENBLAS_NUM_THREADS keeps OpenBLAS's own
-// threading instead.
+// (docs/benchmarks.md, "gemm"). Setting OPENBLAS_NUM_THREADS keeps
+// OpenBLAS's own threading instead.
 type OpenBLAS struct {
 	// Path is the library name that was loaded.
 	Path string
@@ -56,6 +56,10 @@ type OpenBLAS struct {
 	// choice (see fixCore), or is empty.
 	CoreNote string
 }
+
+// ErrNotFound is wrapped by LoadOpenBLAS's error when no OpenBLAS library
+// could be opened.
+var ErrNotFound = errors.New("libopenblas.so.0 not found")
 
 // LoadOpenBLAS opens OpenBLAS and resolves cblas_sgemm. It fails with an
 // error (never a panic) when the library is absent.
@@ -84,7 +88,7 @@ func LoadOpenBLAS() (*OpenBLAS, error) {
 		}
 		return ob, nil
 	}
-	return nil, fmt.Errorf("libopenblas.so.0 not found (install Debian's libopenblas0): %w", errors.Join(errs...))
+	return nil, fmt.Errorf("%w (install Debian's libopenblas0): %w", ErrNotFound, errors.Join(errs...))
 }
 
 func (ob *OpenBLAS) resolve(h uintptr) (err error) {

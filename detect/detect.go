@@ -7,7 +7,10 @@
 //
 // The network is executed in Go from the graph in centernet.json (see
 // package tfjs), each node bound to its weights by name with every shape
-// checked at Load; convolutions go through package blas.
+// checked at Load; convolutions go through package blas. Its tensors are
+// checked against TensorFlow.js running the same graph (TestMatchesTFJS):
+// a relative error max|go-tfjs|/max|tfjs| under 2e-5 on the class heatmap,
+// the box sizes and the four feature maps (4.9e-6 measured).
 package detect
 
 import (

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/data"
@@ -25,6 +26,79 @@ type Item struct {
 	// ID names the image in the data set (its file name without the
 	// extension, a COCO id, ...).
 	ID string
+	// Mirror extracts the image mirrored left to right (MirrorSplit).
+	Mirror bool
+}
+
+// MirrorSuffix ends the id of a mirrored copy (MirrorSplit).
+const MirrorSuffix = "~mirror"
+
+// MirrorSplit returns s with a mirrored copy of every image after the
+// originals, as more training data: the copy's id is the original's with
+// MirrorSuffix, its captions the original's with "left" and "right"
+// swapped (the mirror turns one into the other). Horizontal flips are the
+// augmentation image-text models train with when they see the pixels;
+// with features extracted once, the flipped images are extracted too.
+func MirrorSplit(s SplitSpec) SplitSpec {
+	out := SplitSpec{Name: s.Name, Items: slices.Clone(s.Items)}
+	for _, it := range s.Items {
+		out.Items = append(out.Items, Item{Path: it.Path, ID: it.ID + MirrorSuffix, Mirror: !it.Mirror})
+	}
+	if s.Captions != nil {
+		out.Captions = slices.Clone(s.Captions)
+		for _, caps := range s.Captions {
+			m := make([]string, len(caps))
+			for k, c := range caps {
+				m[k] = swapLeftRight(c)
+			}
+			out.Captions = append(out.Captions, m)
+		}
+	}
+	return out
+}
+
+// swapLeftRight swaps the words "left" and "right" (any case, keeping it)
+// in a caption.
+func swapLeftRight(c string) string {
+	var b strings.Builder
+	word := func(w string) string {
+		switch strings.ToLower(w) {
+		case "left":
+			return matchCase("right", w)
+		case "right":
+			return matchCase("left", w)
+		}
+		return w
+	}
+	start := -1
+	for i, r := range c + " " {
+		letter := unicode.IsLetter(r)
+		if letter && start < 0 {
+			start = i
+		}
+		if !letter {
+			if start >= 0 {
+				b.WriteString(word(c[start:i]))
+				start = -1
+			}
+			if i < len(c) {
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}
+
+// matchCase writes w in the case of like: all capitals, a capital first,
+// or lower case.
+func matchCase(w, like string) string {
+	switch {
+	case like == strings.ToUpper(like):
+		return strings.ToUpper(w)
+	case unicode.IsUpper([]rune(like)[0]):
+		return strings.ToUpper(w[:1]) + w[1:]
+	}
+	return w
 }
 
 // SplitSpec is one split of a collection to extract: its images and, for

@@ -387,3 +387,51 @@ func TestCheckKind(t *testing.T) {
 		}
 	}
 }
+
+func TestMirrorSplit(t *testing.T) {
+	dir := t.TempDir()
+	s := collection(t, filepath.Join(dir, "img"), "train", 2)
+	s.Captions[1][0] = "A dog left of a man raises its Right paw; LEFT, right, leftover"
+	m := MirrorSplit(s)
+	if len(m.Items) != 4 || len(m.Captions) != 4 || m.Items[2].ID != s.Items[0].ID+MirrorSuffix || !m.Items[3].Mirror || m.Items[1].Mirror {
+		t.Fatalf("mirrored split: %+v", m.Items)
+	}
+	if want := "A dog right of a man raises its Left paw; RIGHT, left, leftover"; m.Captions[3][0] != want {
+		t.Errorf("mirrored caption %q, want %q", m.Captions[3][0], want)
+	}
+	if m.Captions[1][0] != s.Captions[1][0] || s.Items[0].Mirror || len(s.Items) != 2 {
+		t.Error("MirrorSplit changed its input or the originals")
+	}
+	// A mirrored copy's features are those of the picture mirrored: its
+	// boxes mirror too (the fake detects by colour: a red left half).
+	e := newFake(t, &fakeDetector{dets: someDets}, Options{MaxBoxes: 4})
+	out := filepath.Join(dir, "out")
+	if _, err := Build(context.Background(), e, out, []SplitSpec{m}, BuildOptions{ChunkSize: 3}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := data.LoadPrecomp(context.Background(), out, "train", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic, err := LoadFile(s.Items[1].Path, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic.Mirror()
+	f, err := e.Run(context.Background(), pic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NumImages() != 4 || !slices.Equal(got.Images.Image(3), f.Regions) || got.ID(3) != s.Items[1].ID+MirrorSuffix {
+		t.Errorf("the mirrored copy's features are not the mirrored picture's (%d images, id %s)", got.NumImages(), got.ID(3))
+	}
+	if slices.Equal(got.Images.Image(1), got.Images.Image(3)) {
+		t.Error("the mirrored copy has the original's features")
+	}
+	// Mirroring twice gives the picture back.
+	pic.Mirror()
+	orig, _ := LoadFile(s.Items[1].Path, Limits{})
+	if !slices.Equal(pic.RGB, orig.RGB) {
+		t.Error("Mirror twice changed the picture")
+	}
+}

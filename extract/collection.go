@@ -208,23 +208,31 @@ func WorldSplits(dir string, names []string) ([]SplitSpec, error) {
 // KarpathySplits lists the splits of a Karpathy split file (dataset_coco.json,
 // dataset_flickr30k.json) with their images under root (root/filepath/filename
 // or root/filename) and their first data.DefaultCapsPerImage captions.
-// names selects splits (nil: train, dev and test); ids says which field
+// names selects splits (nil: those of train, dev and test that have images;
+// Karpathy's "val" is named "dev", as the loaders read it); ids says which field
 // names the images.
 func KarpathySplits(jsonPath, root string, names []string, ids data.IDScheme) ([]SplitSpec, error) {
 	k, err := data.LoadKarpathy(jsonPath)
 	if err != nil {
 		return nil, err
 	}
-	if names == nil {
+	all := names == nil
+	if all {
 		names = []string{data.SplitTrain, data.SplitDev, data.SplitTest}
 	}
 	var out []SplitSpec
 	for _, name := range names {
+		if name == "val" {
+			name = data.SplitDev // written as the precomp name that train and eval read
+		}
 		idx, err := k.SplitIndices(name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", jsonPath, err)
 		}
 		if len(idx) == 0 {
+			if all {
+				continue // Flickr8k copies often lack a split: extract those there are
+			}
 			return nil, fmt.Errorf("%s: split %s has no images", jsonPath, name)
 		}
 		idList, err := k.IDs(idx, ids)
@@ -251,6 +259,9 @@ func KarpathySplits(jsonPath, root string, names []string, ids data.IDScheme) ([
 			spec.Captions = append(spec.Captions, caps[j*c:(j+1)*c])
 		}
 		out = append(out, spec)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no image is in split train, val or test", jsonPath)
 	}
 	return out, nil
 }

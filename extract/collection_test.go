@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,6 +56,42 @@ func TestKarpathySplits(t *testing.T) {
 	}
 	if _, err := KarpathySplits(js, dir, []string{"nope"}, data.IDAuto); err == nil || !strings.Contains(err.Error(), "unknown split") {
 		t.Errorf("unknown split: %v", err)
+	}
+	// Karpathy's "val" is written as "dev", the split train validates on,
+	// asked for by either name or by default.
+	for _, names := range [][]string{{"val"}, {"dev"}, nil} {
+		splits, err := KarpathySplits(js, filepath.Join(dir, "imgs"), names, data.IDAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range splits {
+			got = append(got, s.Name)
+		}
+		want := []string{"dev"}
+		if names == nil {
+			want = []string{"train", "dev", "test"}
+		}
+		if !slices.Equal(got, want) || splits[len(splits)-1].Items[0].ID == "" {
+			t.Errorf("splits %v: %v, want %v", names, got, want)
+		}
+	}
+	// By default a split without images (Flickr8k copies without the test
+	// split) is left out; asked for by name it is an error.
+	var noTest []img
+	for _, im := range imgs {
+		if im.Split != "test" {
+			noTest = append(noTest, im)
+		}
+	}
+	b, _ = json.Marshal(map[string]any{"dataset": "flickr8k", "images": noTest})
+	os.WriteFile(js, b, 0o644)
+	splits, err = KarpathySplits(js, filepath.Join(dir, "imgs"), nil, data.IDAuto)
+	if err != nil || len(splits) != 2 || splits[0].Name != "train" || splits[1].Name != "dev" {
+		t.Errorf("no test split, by default: %v, %v", splits, err)
+	}
+	if _, err := KarpathySplits(js, filepath.Join(dir, "imgs"), []string{"test"}, data.IDAuto); err == nil || !strings.Contains(err.Error(), "split test has no images") {
+		t.Errorf("no test split, asked for: %v", err)
 	}
 }
 

@@ -58,12 +58,51 @@ type Picture struct {
 	Width, Height int
 }
 
+// Mirror flips the picture left to right, in place.
+func (p *Picture) Mirror() {
+	const S = detect.InputSize
+	for y := 0; y < S; y++ {
+		row := p.RGB[y*S*3 : (y+1)*S*3]
+		for l, r := 0, S-1; l < r; l, r = l+1, r-1 {
+			for c := 0; c < 3; c++ {
+				row[l*3+c], row[r*3+c] = row[r*3+c], row[l*3+c]
+			}
+		}
+	}
+}
+
 // ErrTooLarge is wrapped by the errors about files or images over Limits.
 var ErrTooLarge = errors.New("image too large")
 
 // LoadFile reads, checks and decodes the JPEG or PNG file at path and
 // prepares it for the detector (see Prepare). Errors name the file.
 func LoadFile(path string, lim Limits) (*Picture, error) {
+	b, err := ReadFile(path, lim)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(b, path, lim)
+}
+
+// LoadUpright reads, checks and decodes the JPEG or PNG file at path as
+// LoadFile does (the same limits, the same EXIF orientation), and returns
+// the image itself turned upright, for drawing on it. Errors name the
+// file.
+func LoadUpright(path string, lim Limits) (image.Image, error) {
+	b, err := ReadFile(path, lim)
+	if err != nil {
+		return nil, err
+	}
+	img, orient, err := decode(b, path, lim)
+	if err != nil {
+		return nil, err
+	}
+	return Upright(img, orient), nil
+}
+
+// ReadFile reads the file at path whole, refusing what is not a regular
+// file and a file over lim's MaxBytes. Errors name the file.
+func ReadFile(path string, lim Limits) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", path, unwrapPath(err))
@@ -79,11 +118,13 @@ func LoadFile(path string, lim Limits) (*Picture, error) {
 	if st.Size() > lim.maxBytes() {
 		return nil, fmt.Errorf("read image %s: %w: %d bytes, the limit is %d", path, ErrTooLarge, st.Size(), lim.maxBytes())
 	}
-	b, err := io.ReadAll(f)
+	// A file that grows while it is read is cut one byte past the limit:
+	// decode refuses it.
+	b, err := io.ReadAll(io.LimitReader(f, lim.maxBytes()+1))
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", path, err)
 	}
-	return Decode(b, path, lim)
+	return b, nil
 }
 
 // ReadLimited reads r whole, refusing more than lim's MaxBytes; name names
@@ -209,10 +250,8 @@ func Prepare(img image.Image, orient int) *Picture {
 	w, h := b.Dx(), b.Dy()
 	rgb := toRGB(img)
 	small := resizeArea(rgb, w, h, S, S)
-	p := &Picture{RGB: small, Width: w, Height: h}
-	if orient >= 5 && orient <= 8 {
-		p.Width, p.Height = h, w
-	}
+	p := &Picture{RGB: small}
+	p.Width, p.Height, _ = orientation(orient, w, h)
 	if orient >= 2 && orient <= 8 {
 		p.RGB = orientSquare(small, S, orient)
 	}
@@ -226,35 +265,41 @@ func Upright(img image.Image, o int) image.Image {
 		return img
 	}
 	b := img.Bounds()
-	w, h := b.Dx(), b.Dy()
-	ow, oh := w, h
-	if o >= 5 {
-		ow, oh = h, w
-	}
+	ow, oh, at := orientation(o, b.Dx(), b.Dy())
 	out := image.NewRGBA(image.Rect(0, 0, ow, oh))
 	for y := range oh {
 		for x := range ow {
-			var sx, sy int
-			switch o {
-			case 2:
-				sx, sy = w-1-x, y
-			case 3:
-				sx, sy = w-1-x, h-1-y
-			case 4:
-				sx, sy = x, h-1-y
-			case 5:
-				sx, sy = y, x
-			case 6:
-				sx, sy = y, h-1-x
-			case 7:
-				sx, sy = w-1-y, h-1-x
-			case 8:
-				sx, sy = w-1-y, x
-			}
+			sx, sy := at(x, y)
 			out.Set(x, y, img.At(b.Min.X+sx, b.Min.Y+sy))
 		}
 	}
 	return out
+}
+
+// orientation is the one reading of the EXIF orientation tag: for an image
+// stored w x h pixels, it returns the size the viewer sees once the image
+// is turned as orientation o (1..8; others mean 1) says, and the map from
+// a pixel (x, y) the viewer sees to where the camera stored it. Upright
+// (the image itself) and Prepare (the detector's square input) both turn
+// images through it.
+func orientation(o, w, h int) (ow, oh int, at func(x, y int) (sx, sy int)) {
+	switch o {
+	case 2: // mirrored horizontally
+		return w, h, func(x, y int) (int, int) { return w - 1 - x, y }
+	case 3: // rotated 180
+		return w, h, func(x, y int) (int, int) { return w - 1 - x, h - 1 - y }
+	case 4: // mirrored vertically
+		return w, h, func(x, y int) (int, int) { return x, h - 1 - y }
+	case 5: // transposed
+		return h, w, func(x, y int) (int, int) { return y, x }
+	case 6: // stored rotated 90 counter-clockwise: turn clockwise
+		return h, w, func(x, y int) (int, int) { return y, h - 1 - x }
+	case 7: // transverse
+		return h, w, func(x, y int) (int, int) { return w - 1 - y, h - 1 - x }
+	case 8: // stored rotated 90 clockwise: turn counter-clockwise
+		return h, w, func(x, y int) (int, int) { return w - 1 - y, x }
+	}
+	return w, h, func(x, y int) (int, int) { return x, y }
 }
 
 // toRGB returns the pixels of img as packed 8-bit RGB, row-major, with
@@ -402,30 +447,14 @@ func areaWeights(n, m int) [][]tap {
 	return out
 }
 
-// orientSquare applies EXIF orientation o (2..8) to an s x s RGB image:
-// the pixel the viewer sees at (x, y) is taken from where the camera
-// stored it.
+// orientSquare applies EXIF orientation o (2..8) to an s x s RGB image
+// (see orientation).
 func orientSquare(src []float32, s, o int) []float32 {
+	_, _, at := orientation(o, s, s)
 	out := make([]float32, len(src))
 	for y := range s {
 		for x := range s {
-			var sx, sy int
-			switch o {
-			case 2: // mirrored horizontally
-				sx, sy = s-1-x, y
-			case 3: // rotated 180
-				sx, sy = s-1-x, s-1-y
-			case 4: // mirrored vertically
-				sx, sy = x, s-1-y
-			case 5: // transposed
-				sx, sy = y, x
-			case 6: // stored rotated 90 counter-clockwise: turn clockwise
-				sx, sy = y, s-1-x
-			case 7: // transverse
-				sx, sy = s-1-y, s-1-x
-			case 8: // stored rotated 90 clockwise: turn counter-clockwise
-				sx, sy = s-1-y, x
-			}
+			sx, sy := at(x, y)
 			copy(out[(y*s+x)*3:(y*s+x)*3+3], src[(sy*s+sx)*3:])
 		}
 	}

@@ -184,6 +184,19 @@ func TestUpright(t *testing.T) {
 	if err != nil || img.Bounds().Dx() != 20 || img.Bounds().Dy() != 48 || pic.Width != 20 {
 		t.Errorf("DecodeUpright: %v, %v", img.Bounds(), err)
 	}
+	// LoadUpright (xmr align's drawing) decodes a file the same way, with
+	// the same limits.
+	path := filepath.Join(t.TempDir(), "x.jpg")
+	if err := os.WriteFile(path, jpg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up, err := LoadUpright(path, Limits{})
+	if err != nil || up.Bounds() != img.Bounds() || up.At(3, 40) != img.At(3, 40) {
+		t.Errorf("LoadUpright: %v, %v", up, err)
+	}
+	if _, err := LoadUpright(path, Limits{MaxPixels: 48*20 - 1}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), path) {
+		t.Errorf("LoadUpright over MaxPixels: %v", err)
+	}
 }
 
 func TestJPEGOrientationMalformed(t *testing.T) {

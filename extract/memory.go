@@ -95,6 +95,9 @@ func extractEach(ctx context.Context, e *Extractor, items []Item, workers int, l
 					bar.Add(1)
 					continue
 				}
+				if items[i].Mirror {
+					pic.Mirror()
+				}
 				f, err := e.Run(run, pic)
 				if err != nil {
 					mu.Lock()

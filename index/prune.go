@@ -17,7 +17,7 @@ import (
 // int8 global codes, and scores only the best of those with the
 // fine-grained alignment (int8 codes, then float32 for the final ranking).
 // How much recall each number of candidates costs is measured by
-// xmr bench search and recorded in docs/benchmarks.md.
+// xmr bench search and recorded in docs/benchmarks.md, "search".
 
 // sketchWords returns the number of 64-bit words of a sketch of d bits.
 func sketchWords(d int) int { return (d + 63) / 64 }

@@ -200,10 +200,10 @@ type codeView struct {
 // their codes stay in the L2 cache across the query's groups. spanInt8 is
 // how many elements of each vector one kernel call covers. Shorter spans
 // would keep the query's part in the L1 cache, but on the AMD EPYC (Zen)
-// machines of docs/benchmarks.md spans of 256 and 512 were slower than
-// whole rows of 1024 (the kernels are bound by their multiplies, and
-// short runs of each row defeat the hardware prefetcher), so rows up to
-// 4096 elements go in one call.
+// machines of docs/benchmarks.md ("search") spans of 256 and 512 were
+// slower than whole rows of 1024 (the kernels are bound by their
+// multiplies, and short runs of each row defeat the hardware prefetcher),
+// so rows up to 4096 elements go in one call.
 const (
 	blockVectors = 256
 	spanInt8     = 4096

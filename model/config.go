@@ -71,6 +71,12 @@ type TextConfig struct {
 	AttentionPenalty float32 `yaml:"attention-penalty,omitempty"`
 	// VocabSize is filled in when the vocabulary is known.
 	VocabSize int `yaml:"vocab-size"`
+	// MinWordCount, for a vocabulary built from the training captions
+	// (no pretrained BERT, no vocab file), keeps only the words seen at
+	// least this many times; the rarer ones read as [UNK] (<unk>), whose
+	// one embedding learns from them all instead of one each that a
+	// model memorises (0 or 1: every word).
+	MinWordCount int `yaml:"min-word-count,omitempty"`
 }
 
 // Recurrent returns the gate count (3 for gru, 4 for lstm) and the number
@@ -115,6 +121,11 @@ type ImageConfig struct {
 	// import sets it for official checkpoints. TERN fills slot 0 with its
 	// learned I-CLS and takes neither.
 	Slot0 string `yaml:"slot0,omitempty"`
+	// FeatureNorm is "standardize" to standardise every feature channel
+	// with the training split's mean and deviation before the model reads
+	// it (featnorm.go; xmr extract's features need it), or "none" (or
+	// empty: the papers' models read bottom-up features as they are).
+	FeatureNorm string `yaml:"feature-norm,omitempty"`
 }
 
 // slot0Values lists the valid ImageConfig.Slot0 values.
@@ -216,6 +227,8 @@ func (c Config) Validate() error {
 	p.between("model.embed-size", c.Model.EmbedSize, 1, MaxWidth)
 	p.between("image-model.feat-dim", c.ImageModel.FeatDim, 1, MaxWidth)
 	p.between("text-model.vocab-size", c.TextModel.VocabSize, 0, MaxVocab)
+	p.oneOf("image-model.feature-norm", c.ImageModel.FeatureNorm, FeatureNorms)
+	p.between("text-model.min-word-count", c.TextModel.MinWordCount, 0, MaxVocab)
 	switch c.Model.Name {
 	case "seam":
 		c.validateSEAM(&p)
@@ -339,6 +352,15 @@ func (p problems) err() error {
 // the sizes the config gives (a loaded model records the real ones). It is
 // a float64 because nonsense sizes overflow an int; Validate bounds them.
 func (c Config) NumParams() float64 {
+	n := c.numParams()
+	if c.ImageModel.FeatureNorm == "standardize" {
+		n += 2 * float64(c.ImageModel.FeatDim) // the statistics
+	}
+	return n
+}
+
+// numParams is NumParams without the feature statistics.
+func (c Config) numParams() float64 {
 	f := func(v int) float64 { return float64(v) }
 	linear := func(in, out float64) float64 { return in*out + out }
 	// A post-norm transformer layer: attention (in-projection 3d x d and

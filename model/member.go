@@ -95,8 +95,9 @@ import (
 // checkpoints, so that evaluation and the index need nothing else. Encoding
 // reads them only; training writes them from one goroutine.
 type MEMBER struct {
-	cfg Config
-	tok Tokenizer
+	cfg        Config
+	tok        Tokenizer
+	featNormed // image-model.feature-norm
 
 	ImgProj  *nn.Linear                  // W_i, b_i: (d, d_i)
 	Text     TextEncoder                 // token features T^e
@@ -125,7 +126,7 @@ const maxResponses = 1024
 func newMEMBER(cfg Config, tok Tokenizer, seed uint64) (Model, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x6d656d62))
 	jc, d := cfg.Model, cfg.Model.EmbedSize
-	m := &MEMBER{cfg: cfg, tok: tok, mem: &memoryBanks{}}
+	m := &MEMBER{cfg: cfg, tok: tok, mem: &memoryBanks{}, featNormed: featNormed{newFeatNorm(cfg.ImageModel)}}
 	m.ImgProj = nn.NewLinear(rng, cfg.ImageModel.FeatDim, d, true)
 	txt, err := newTextEncoder(rng, cfg.TextModel)
 	if err != nil {
@@ -222,7 +223,7 @@ func (m *MEMBER) InSpace(space, combination string) (*MEMBER, error) {
 // Params lists the projections, the text encoder, E^s, E^c and the
 // decoder.
 func (m *MEMBER) Params() []nn.Named {
-	ps := nn.Prefix("img_proj", m.ImgProj.Params())
+	ps := append(m.norm.params(), nn.Prefix("img_proj", m.ImgProj.Params())...)
 	textName := bertPrefix
 	if _, ok := m.Text.(bertText); !ok {
 		textName = "txt_enc"
@@ -253,8 +254,9 @@ func (m *MEMBER) EncodeImages(tp *tensor.Tape, im Images) *Encoded {
 	if valid == nil {
 		valid = tensor.Full(1, b, r)
 	}
-	is := m.Self.Forward(tp, m.ImgProj.Forward(tp, im.Feat), valid) // I^s: (B, R, d)
-	se := m.pool(tp, is, valid)                                     // i^s: (B, d)
+	feat := m.norm.apply(tp, im).Feat
+	is := m.Self.Forward(tp, m.ImgProj.Forward(tp, feat), valid) // I^s: (B, R, d)
+	se := m.pool(tp, is, valid)                                  // i^s: (B, d)
 	var exclude []int
 	if im.Items != nil {
 		m.mem.img.stage(im.Items, se, is, valid)
@@ -456,7 +458,7 @@ func (m *MEMBER) BuildMemory(ctx context.Context, images ImageSource, captions [
 		idx := imgItems[lo:min(lo+bs, len(imgItems))]
 		if err := tensor.Try(func() {
 			im := ImageBatch(images, idx)
-			is := m.Self.Forward(nil, m.ImgProj.Forward(nil, im.Feat), im.Valid)
+			is := m.Self.Forward(nil, m.ImgProj.Forward(nil, m.norm.apply(nil, im).Feat), im.Valid)
 			mem.img.write(idx, m.pool(nil, is, im.Valid), is, im.Valid)
 		}); err != nil {
 			return fmt.Errorf("member memory: images %d-%d: %w", idx[0], idx[len(idx)-1], err)

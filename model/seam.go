@@ -44,8 +44,9 @@ import (
 // hinges. The sizes agree with Table 2's parameter counts
 // (TestSEAMParamsMatchPaper).
 type SEAM struct {
-	cfg Config
-	tok Tokenizer
+	cfg        Config
+	tok        Tokenizer
+	featNormed // image-model.feature-norm
 
 	ImgProj *nn.Linear       // W_i: (E, D)
 	Embed   *nn.Embedding    // word embeddings (V, d)
@@ -66,7 +67,7 @@ var seamKernels = []int{2, 3}
 func newSEAM(cfg Config, tok Tokenizer, seed uint64) (Model, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x7365616d))
 	tc, e := cfg.TextModel, cfg.Model.EmbedSize
-	m := &SEAM{cfg: cfg, tok: tok}
+	m := &SEAM{cfg: cfg, tok: tok, featNormed: featNormed{newFeatNorm(cfg.ImageModel)}}
 	m.ImgProj = nn.NewLinear(rng, cfg.ImageModel.FeatDim, e, false)
 	// The word embeddings from U(-0.1, 0.1), as SEAM's code draws them.
 	m.Embed = uniformEmbedding(rng, tc.VocabSize, tc.EmbedDim)
@@ -155,7 +156,7 @@ func (m *SEAM) Scoring() Scoring { return m.cfg.Model.Similarity }
 // Params lists the image projection, then the text encoder in the order
 // data flows through it.
 func (m *SEAM) Params() []nn.Named {
-	ps := nn.Prefix("img_enc.fc", m.ImgProj.Params())
+	ps := append(m.norm.params(), nn.Prefix("img_enc.fc", m.ImgProj.Params())...)
 	ps = append(ps, nn.Prefix("txt_enc.embed", m.Embed.Params())...)
 	for i, c := range m.Convs {
 		ps = append(ps, nn.Prefix(fmt.Sprintf("txt_enc.conv%d", seamKernels[i]), c.Params())...)
@@ -172,7 +173,7 @@ func (m *SEAM) Params() []nn.Named {
 // EncodeImages maps each image's global feature (or the mean of its valid
 // regions) to a non-negative unit vector.
 func (m *SEAM) EncodeImages(tp *tensor.Tape, im Images) *Encoded {
-	x := meanRegions(im)                                         // (B, D)
+	x := meanRegions(m.norm.apply(tp, im))                       // (B, D)
 	f := tp.L2Normalize(tp.Abs(m.ImgProj.Forward(tp, x)), 1e-12) // (B, E): |W_i C(i)|, unit norm
 	return &Encoded{Global: f}
 }

@@ -28,8 +28,9 @@ import (
 // TERAN's slot 0 is zeros and never takes part in the alignment; TERN
 // (tern.go) reuses both pipelines with a learned slot 0.
 type TERAN struct {
-	cfg Config
-	tok Tokenizer
+	cfg        Config
+	tok        Tokenizer
+	featNormed // image-model.feature-norm
 
 	PosMap1, PosMap2 *nn.Linear             // box-conditioned region features (eq. 2)
 	ImgEnc           *nn.TransformerEncoder // visual reasoning layers
@@ -47,7 +48,7 @@ func newTERAN(cfg Config, tok Tokenizer, seed uint64) (Model, error) {
 // buildTERAN builds both pipelines, drawing weights from rng.
 func buildTERAN(cfg Config, tok Tokenizer, rng *rand.Rand) (*TERAN, error) {
 	im, jc := cfg.ImageModel, cfg.Model
-	m := &TERAN{cfg: cfg, tok: tok}
+	m := &TERAN{cfg: cfg, tok: tok, featNormed: featNormed{newFeatNorm(cfg.ImageModel)}}
 	inDim := im.FeatDim
 	if im.PosEncoding == "concat-and-process" {
 		inDim += 5
@@ -96,7 +97,8 @@ func (m *TERAN) Params() []nn.Named { return m.params(nil) }
 // params lists the parameters with TERN's I-CLS slot, when not nil, in its
 // place in the visual pipeline.
 func (m *TERAN) params(imgCLS *tensor.Tensor) []nn.Named {
-	ps := nn.Prefix("img_txt_enc.img_enc.pos_encoding_image.map.0", m.PosMap1.Params())
+	ps := m.norm.params()
+	ps = append(ps, nn.Prefix("img_txt_enc.img_enc.pos_encoding_image.map.0", m.PosMap1.Params())...)
 	ps = append(ps, nn.Prefix("img_txt_enc.img_enc.pos_encoding_image.map.2", m.PosMap2.Params())...)
 	if imgCLS != nil {
 		ps = append(ps, nn.Named{Name: "img_txt_enc.img_enc.cls", T: imgCLS})
@@ -146,6 +148,7 @@ func (m *TERAN) EncodeTexts(tp *tensor.Tape, tx Texts) *Encoded {
 // and padding excluded) and the region index of each slot.
 func (m *TERAN) visual(tp *tensor.Tape, im Images, slot0 *tensor.Tensor) (x, mask *tensor.Tensor, pos []int32) {
 	b, r := im.Feat.Shape[0], im.Feat.Shape[1]
+	im = m.norm.apply(tp, im)
 	x = im.Feat
 	if m.cfg.ImageModel.PosEncoding == "concat-and-process" {
 		boxes := im.Boxes

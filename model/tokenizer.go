@@ -30,7 +30,8 @@ func NewTokenizer(kind string, v *text.Vocab) (Tokenizer, error) {
 // BuildTokenizer makes the tokenizer a config asks for: the WordPiece
 // vocabulary of a pretrained BERT (or the configured vocab file), or, for a
 // randomly initialised BERT and the word encoders, a vocabulary of the
-// training captions' words (every word kept: minCount 1).
+// training captions' words (those seen text-model.min-word-count times
+// or more; every word by default).
 func BuildTokenizer(cfg Config, trainCaptions []string) (Tokenizer, error) {
 	tm := cfg.TextModel
 	vocabPath := tm.Vocab
@@ -44,7 +45,7 @@ func BuildTokenizer(cfg Config, trainCaptions []string) (Tokenizer, error) {
 		}
 		return NewTokenizer(cfg.TokenizerKind(), v)
 	}
-	words := text.BuildWordVocab(trainCaptions, 1)
+	words := text.BuildWordVocab(trainCaptions, max(tm.MinWordCount, 1))
 	if tm.Name != "bert" {
 		return words, nil
 	}

@@ -26,8 +26,9 @@ import (
 // first, as for SEAM. xmr carries it as the peer that the real-data
 // benchmark (xmr bench learn) measures the papers' models against.
 type VSEPP struct {
-	cfg Config
-	tok Tokenizer
+	cfg        Config
+	tok        Tokenizer
+	featNormed // image-model.feature-norm
 
 	ImgProj *nn.Linear    // fc: (E, D)
 	Embed   *nn.Embedding // word embeddings (V, d)
@@ -41,11 +42,12 @@ func newVSEPP(cfg Config, tok Tokenizer, seed uint64) (Model, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x76736570))
 	tc, e := cfg.TextModel, cfg.Model.EmbedSize
 	return &VSEPP{
-		cfg:     cfg,
-		tok:     tok,
-		ImgProj: xavierLinear(rng, cfg.ImageModel.FeatDim, e, true),
-		Embed:   uniformEmbedding(rng, tc.VocabSize, tc.EmbedDim),
-		GRU:     nn.NewGRU(rng, tc.EmbedDim, e, 1, false),
+		cfg:        cfg,
+		tok:        tok,
+		featNormed: featNormed{newFeatNorm(cfg.ImageModel)},
+		ImgProj:    xavierLinear(rng, cfg.ImageModel.FeatDim, e, true),
+		Embed:      uniformEmbedding(rng, tc.VocabSize, tc.EmbedDim),
+		GRU:        nn.NewGRU(rng, tc.EmbedDim, e, 1, false),
 	}, nil
 }
 
@@ -88,7 +90,7 @@ func (m *VSEPP) Scoring() Scoring { return Global }
 
 // Params lists the parameters with the names of the VSE++ state_dict.
 func (m *VSEPP) Params() []nn.Named {
-	ps := nn.Prefix("img_enc.fc", m.ImgProj.Params())
+	ps := append(m.norm.params(), nn.Prefix("img_enc.fc", m.ImgProj.Params())...)
 	ps = append(ps, nn.Prefix("txt_enc.embed", m.Embed.Params())...)
 	return append(ps, nn.Prefix("txt_enc.rnn", m.GRU.Params())...)
 }
@@ -96,7 +98,7 @@ func (m *VSEPP) Params() []nn.Named {
 // EncodeImages maps each image's global feature (or the mean of its valid
 // regions) to a unit vector.
 func (m *VSEPP) EncodeImages(tp *tensor.Tape, im Images) *Encoded {
-	x := meanRegions(im)                                                     // (B, D)
+	x := meanRegions(m.norm.apply(tp, im))                                   // (B, D)
 	return &Encoded{Global: tp.L2Normalize(m.ImgProj.Forward(tp, x), 1e-12)} // (B, E)
 }
 

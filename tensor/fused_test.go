@@ -217,8 +217,11 @@ func TestFusedShapeErrors(t *testing.T) {
 // and their backward.
 func TestOneThreadScheduling(t *testing.T) {
 	ob, ok := blas.Current().(*blas.OpenBLAS)
-	if !ok || runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("needs OpenBLAS and GOMAXPROCS > 1")
+	if !ok {
+		t.Skip("needs OpenBLAS; in use: " + blas.Describe())
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skipf("needs GOMAXPROCS > 1; this machine gives %d", runtime.GOMAXPROCS(0))
 	}
 	run := func() [][]float32 {
 		x, w, b := rnd(1, 3, 4, 130), rnd(2, 3000, 130), rnd(3, 3000) // 12 rows: column tiles

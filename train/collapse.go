@@ -77,6 +77,16 @@ func meanCosine(v []float32, dim int) float64 {
 // otherwise.
 func collapseWarning(r Record, chance, stuckLoss float64) string {
 	if r.RSum >= 1.5*chance {
+		if stuckLoss > 0 {
+			// Recall above chance, yet the training batches' matches score
+			// no higher than their negatives: every score has gathered
+			// within the margin of one value (a hardest-negative hinge on
+			// extracted photo features put 1,000 images' scores within
+			// 0.004 of each other), which ranks by noise.
+			return fmt.Sprintf("the training loss %.4g is stuck near %.4g, its value when every score is the same: the scores have collapsed onto one value "+
+				"(rsum %.1f, chance %.1f) and rank by noise. Train with training.contrastive: infonce (configs/teran-photos.yaml), "+
+				"or lengthen training.max-violation-after", r.Loss, stuckLoss, r.RSum, chance)
+		}
 		return ""
 	}
 	var why string
@@ -88,7 +98,7 @@ func collapseWarning(r Record, chance, stuckLoss float64) string {
 	case r.TxtCos > collapseCosine:
 		why = fmt.Sprintf("the caption embeddings are all alike (mean cosine between different captions %.3f)", r.TxtCos)
 	case stuckLoss > 0:
-		why = fmt.Sprintf("the training loss %.4g is stuck near %.4g, where every hinge equals the margin", r.Loss, stuckLoss)
+		why = fmt.Sprintf("the training loss %.4g is stuck near %.4g, its value when every score is the same", r.Loss, stuckLoss)
 	default:
 		return ""
 	}
@@ -108,6 +118,9 @@ func stuckLoss(cfg Config, iter, bs int, history []Record) float64 {
 		return 0
 	}
 	want := collapseLoss(bs, t.Margin, t.MaxViolation && iter > t.MaxViolationAfter)
+	if t.Contrastive == ContrastiveInfoNCE {
+		want = math.Log(float64(bs)) // every softmax uniform over the batch
+	}
 	for _, r := range history[len(history)-3:] {
 		if r.Loss < 0.95*want {
 			return 0

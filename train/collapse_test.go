@@ -116,6 +116,8 @@ func TestCollapseCheck(t *testing.T) {
 		{"alike but recalling", []Record{at(alike, 100), at(alike, 200), {Iter: 300, RSum: 200, TxtCos: 0.99}}, 0, 50, ""},
 		{"stuck loss", []Record{at(stuck, 100), at(stuck, 200), at(stuck, 300)}, 25.6, 50, "stuck near 25.6"},
 		{"unstuck loss", []Record{at(stuck, 100), at(stuck, 200), at(stuck, 300)}, 0, 50, ""},
+		// Above chance but stuck at the collapse value: scores on one value.
+		{"stuck above chance", []Record{at(learning, 100), at(learning, 200), at(learning, 300)}, 25.6, 50, "scores have collapsed onto one value"},
 	}
 	for _, c := range cases {
 		got := collapseCheck(c.history, chance, c.stuck, c.warmup)

@@ -88,8 +88,17 @@ type TrainingConfig struct {
 	// TERAN's score: MrSw, MwSr, Symm or MrAvgw.
 	AlignmentMode model.Scoring `yaml:"alignment-mode"`
 	Margin        float32       `yaml:"margin"`
-	BatchSize     int           `yaml:"bs"`
-	Epochs        int           `yaml:"epochs"`
+	// Contrastive is the loss over a batch's similarities: "hinge" (or
+	// empty: VSE++'s triplet hinge with Margin and MaxViolation, the
+	// papers') or "infonce" (the symmetric softmax cross-entropy of
+	// contrastive learning at Temperature, which learns from random
+	// weights where the hinge's hardest negative collapses; see
+	// InfoNCELoss).
+	Contrastive string `yaml:"contrastive,omitempty"`
+	// Temperature divides the similarities before InfoNCE's softmaxes.
+	Temperature float64 `yaml:"temperature,omitempty"`
+	BatchSize   int     `yaml:"bs"`
+	Epochs      int     `yaml:"epochs"`
 	// Scheduler "steplr" multiplies the lr by Gamma every StepSize epochs
 	// (or iterations, see StepUnit); "none" (or empty) keeps it constant.
 	Scheduler string  `yaml:"scheduler"`
@@ -258,6 +267,17 @@ func (c Config) Validate() error {
 		bad("training.step-unit", "%q is not one of %s", t.StepUnit, strings.Join(stepUnits[1:], ", "))
 	}
 	between("training.patience", t.Patience, 0, math.MaxInt32)
+	switch {
+	case !slices.Contains(contrastives, t.Contrastive):
+		bad("training.contrastive", "%q is not one of %s", t.Contrastive, strings.Join(contrastives[1:], ", "))
+	case t.Contrastive == ContrastiveInfoNCE:
+		interval("training.temperature", t.Temperature, 0, 100, true, false)
+		if t.MaxViolation {
+			bad("training.max-violation", "infonce weighs every negative by its softmax; the hardest-negative hinge does not apply (set it false)")
+		}
+	case t.Temperature != 0:
+		bad("training.temperature", "%v: only training.contrastive infonce has a temperature", t.Temperature)
+	}
 	if t.EMADecay != 0 {
 		interval("training.ema-decay", t.EMADecay, 0, 1, true, true)
 	}
@@ -266,6 +286,15 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// The values of training.contrastive.
+const (
+	ContrastiveHinge   = "hinge"
+	ContrastiveInfoNCE = "infonce"
+)
+
+// contrastives lists the valid training.contrastive values; "" means hinge.
+var contrastives = []string{"", ContrastiveHinge, ContrastiveInfoNCE}
 
 // MaxBatchSize bounds training.bs.
 const MaxBatchSize = 1 << 16

@@ -30,7 +30,7 @@ func TestBuiltinConfigs(t *testing.T) {
 			if mc.Pooling != cfg.Training.AlignmentMode || mc.MaxCaptionTokens != cfg.Dataset.MaxCaptionTokens {
 				t.Fatalf("model config pooling %v, max tokens %d; training says %v, dataset %d", mc.Pooling, mc.MaxCaptionTokens, cfg.Training.AlignmentMode, cfg.Dataset.MaxCaptionTokens)
 			}
-			if strings.HasSuffix(name, "-small") {
+			if strings.HasSuffix(name, "-small") || strings.HasSuffix(name, "-photos") {
 				mc.TextModel.Pretrain = ""
 				tok, err := model.BuildTokenizer(mc, []string{"a red circle"})
 				if err != nil {

@@ -34,6 +34,54 @@ func ContrastiveLoss(tp *tensor.Tape, s *tensor.Tensor, margin float32, maxViola
 	return tp.Add(tp.SumAll(costC), tp.SumAll(costI))
 }
 
+// InfoNCELoss is the symmetric cross-entropy of contrastive learning
+// (InfoNCE; CLIP's loss) on a square similarity matrix s (N, N) whose
+// diagonal holds the matching pairs: each image's softmax over the
+// batch's captions, and each caption's over its images, at temperature
+// t, should pick its match; the loss is the mean negative log-likelihood
+// of the two directions. same (N, N), when not nil, marks pairs of the
+// same image off the diagonal (several captions of one image in a batch),
+// which are left out of the softmaxes instead of counted as negatives.
+// Every negative pulls by its softmax weight, so unlike the hinge it
+// keeps teaching once the margin is met and does not collapse from
+// random weights as the hardest negative does.
+func InfoNCELoss(tp *tensor.Tape, s *tensor.Tensor, t float32, same *tensor.Tensor) *tensor.Tensor {
+	n := s.Shape[0]
+	if s.Dims() != 2 || s.Shape[1] != n {
+		panic(&tensor.ShapeError{Op: "InfoNCELoss", Msg: fmt.Sprintf("similarities must be square (N, N), have %v", s.Shape)})
+	}
+	z := tp.Scale(s, 1/t)
+	if same != nil {
+		z = tp.MaskedFill(z, same, -1e9) // exp underflows to exactly 0
+	}
+	targets := make([]int32, n)
+	for i := range targets {
+		targets[i] = int32(i)
+	}
+	rows := tp.CrossEntropy(z, targets, -1)                     // image i over the captions
+	cols := tp.CrossEntropy(tp.Transpose(z, 0, 1), targets, -1) // caption j over the images
+	return tp.Scale(tp.Add(rows, cols), 0.5)
+}
+
+// sameImage returns the (N, N) mask of the off-diagonal pairs of a batch
+// whose images are the same training image (items[i] == items[j]), or nil
+// when there is none or items is nil.
+func sameImage(items []int) *tensor.Tensor {
+	n := len(items)
+	var m *tensor.Tensor
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j && items[i] == items[j] {
+				if m == nil {
+					m = tensor.New(n, n)
+				}
+				m.Data[i*n+j] = 1
+			}
+		}
+	}
+	return m
+}
+
 // UncertaintyWeighted combines losses with learned homoscedastic
 // uncertainty (Kendall, Gal and Cipolla 2018): sum_k exp(-s_k) L_k / 2 +
 // s_k / 2, where s_k = logVars[k] is the log-variance of task k.
@@ -66,6 +114,8 @@ type objective struct {
 	pooling      model.Scoring // the alignment loss's pooling
 	scoring      model.Scoring // the model's own scoring: the matching loss's
 	margin       float32
+	infoNCE      bool    // training.contrastive: infonce (else the hinge)
+	temperature  float32 // InfoNCE's
 	maxViolation bool
 	warmup       int              // sum over negatives before this iteration
 	logVars      *tensor.Tensor   // (2): matching, alignment; nil unless matching+alignment
@@ -79,7 +129,8 @@ const logVarsName = "loss.log_vars"
 // newObjective returns the objective of t for model m: the matching loss
 // uses its scoring (Model.Scoring), and a model.PairLosser's term is added.
 func newObjective(t TrainingConfig, m model.Model) *objective {
-	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, scoring: m.Scoring(), margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter}
+	o := &objective{loss: t.LossType, pooling: t.AlignmentMode, scoring: m.Scoring(), margin: t.Margin, maxViolation: t.MaxViolation, warmup: t.MaxViolationAfter,
+		infoNCE: t.Contrastive == ContrastiveInfoNCE, temperature: float32(t.Temperature)}
 	o.pair, _ = m.(model.PairLosser)
 	if o.loss == LossMatchingAlignment {
 		o.logVars = tensor.New(2).SetRequiresGrad(true)
@@ -97,11 +148,23 @@ func (o *objective) Params() []nn.Named {
 
 // Loss is the objective for a batch of B matching (image, caption) pairs:
 // image i matches caption i, tx are the captions (for a PairLosser's term).
-// iter is the training iteration (for the max-violation warm-up).
-func (o *objective) Loss(tp *tensor.Tape, img, txt *model.Encoded, tx model.Texts, iter int) *tensor.Tensor {
+// imgItems are the images' indices in the training split (InfoNCE leaves
+// pairs of the same image out of its softmaxes; nil: all distinct). iter
+// is the training iteration (for the max-violation warm-up).
+func (o *objective) Loss(tp *tensor.Tape, img, txt *model.Encoded, tx model.Texts, imgItems []int, iter int) *tensor.Tensor {
 	mv := o.maxViolation && iter >= o.warmup
+	var same *tensor.Tensor
+	if o.infoNCE {
+		same = sameImage(imgItems)
+	}
+	contrast := func(s *tensor.Tensor) *tensor.Tensor {
+		if o.infoNCE {
+			return InfoNCELoss(tp, s, o.temperature, same)
+		}
+		return ContrastiveLoss(tp, s, o.margin, mv)
+	}
 	hinge := func(s model.Scoring) *tensor.Tensor {
-		return ContrastiveLoss(tp, model.Similarity(tp, img, txt, s), o.margin, mv)
+		return contrast(model.Similarity(tp, img, txt, s))
 	}
 	var loss *tensor.Tensor
 	switch {
@@ -110,7 +173,7 @@ func (o *objective) Loss(tp *tensor.Tape, img, txt *model.Encoded, tx model.Text
 			panic(&tensor.ShapeError{Op: "objective", Msg: fmt.Sprintf("%d image spaces, %d caption spaces", len(img.Spaces), len(txt.Spaces))})
 		}
 		for k, is := range img.Spaces {
-			l := ContrastiveLoss(tp, tp.MatMul(is, txt.Spaces[k], false, true), o.margin, mv)
+			l := contrast(tp.MatMul(is, txt.Spaces[k], false, true))
 			if loss == nil {
 				loss = l
 			} else {

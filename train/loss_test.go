@@ -63,6 +63,72 @@ func TestLossGradients(t *testing.T) {
 	}
 }
 
+func TestInfoNCELoss(t *testing.T) {
+	s := tensor.FromData([]float32{
+		0.9, 0.5, 0.1,
+		0.8, 0.6, 0.2,
+		0.0, 0.7, 0.3,
+	}, 3, 3)
+	// infoNCE computes the loss in float64 from its definition: the mean
+	// over both directions of -log softmax of the match, at temperature tau,
+	// leaving out the entries that same marks.
+	infoNCE := func(tau float64, same []bool) float64 {
+		var total float64
+		for dir := 0; dir < 2; dir++ {
+			for i := 0; i < 3; i++ {
+				var z float64
+				for j := 0; j < 3; j++ {
+					r, c := i, j
+					if dir == 1 {
+						r, c = j, i
+					}
+					if same != nil && same[r*3+c] {
+						continue
+					}
+					z += math.Exp(float64(s.Data[r*3+c]) / tau)
+				}
+				total += -(float64(s.Data[i*3+i])/tau - math.Log(z))
+			}
+		}
+		return total / 6
+	}
+	cases := []struct {
+		name  string
+		tau   float32
+		items []int
+		same  []bool
+	}{
+		{"distinct", 0.1, []int{4, 7, 9}, nil},
+		{"warm", 1, nil, nil},
+		// captions 0 and 2 are of one image: neither is the other's negative
+		{"same image", 0.1, []int{4, 7, 4}, []bool{false, false, true, false, false, false, true, false, false}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			same := sameImage(c.items)
+			if (same == nil) != (c.same == nil) {
+				t.Fatalf("sameImage(%v) = %v, want a mask: %v", c.items, same, c.same != nil)
+			}
+			got := InfoNCELoss(nil, s, c.tau, same).Item()
+			if want := infoNCE(float64(c.tau), c.same); math.Abs(float64(got)-want) > 1e-5*max(1, want) {
+				t.Errorf("loss %v, want %v", got, want)
+			}
+			f := func(tp *tensor.Tape) *tensor.Tensor { return InfoNCELoss(tp, s, c.tau, same) }
+			if err := tensor.GradCheck(f, []*tensor.Tensor{s}, tensor.GradCheckOptions{Eps: 1e-3}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	// The loss falls as the matches pull away from the negatives.
+	sharper := tensor.FromData(append([]float32(nil), s.Data...), 3, 3)
+	for i := 0; i < 3; i++ {
+		sharper.Data[i*3+i] += 0.5
+	}
+	if a, b := InfoNCELoss(nil, s, 0.1, nil).Item(), InfoNCELoss(nil, sharper, 0.1, nil).Item(); b >= a {
+		t.Errorf("loss %v with the matches 0.5 higher, not below %v", b, a)
+	}
+}
+
 // TestModelGradients checks the whole training objective's gradient
 // (every parameter group of each model, through both pipelines, the
 // scoring and the loss, TERN w. Align's weights included) against finite
@@ -79,6 +145,12 @@ func TestModelGradients(t *testing.T) {
 		{"teran-gru", func(c *Config) { c.TextModel.Name = "gru" }},
 		{"teran-lstm", func(c *Config) { c.TextModel.Name = "lstm" }},
 		{"teran-transformer", func(c *Config) { c.TextModel.Name = "transformer" }},
+		// the photo recipe's pieces: InfoNCE on MrAvgw, standardised features
+		{"teran-infonce-standardize", func(c *Config) {
+			c.Training.Contrastive, c.Training.Temperature = ContrastiveInfoNCE, 0.5
+			c.Training.AlignmentMode = model.MrAvgw
+			c.ImageModel.FeatureNorm = "standardize"
+		}},
 		{"seam-c-order-penalty", func(c *Config) { *c = seamGradConfig(t, "seam-c-penalty-small.yaml") }},
 		{"seam-g-cosine", func(c *Config) { *c = seamGradConfig(t, "seam-g-small.yaml"); c.Model.Similarity = model.Global }},
 		// MEMBER: the hinge on its self and cross spaces (Encoded.Spaces)
@@ -111,6 +183,11 @@ func TestModelGradients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if fn, ok := m.(model.FeatureNormalizer); ok && fn.NormalizesFeatures() {
+				if err := fn.SetFeatureStats([]float32{0.2, -0.1, 0, 0.3, 0.1, 0}, []float32{1.2, 0.9, 1, 1.1, 0, 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			// Word embeddings drawn as the official code draws them
 			// (U(-0.1, 0.1)) leave these toy widths' states so small that
 			// float32 finite differences cannot tell the curvature of
@@ -133,10 +210,15 @@ func TestModelGradients(t *testing.T) {
 			if obj.logVars != nil {
 				copy(obj.logVars.Data, []float32{0.3, -0.2})
 			}
-			named := append(m.Params(), obj.Params()...)
+			var named []nn.Named // the trained parameters (not the feature statistics)
+			for _, p := range append(m.Params(), obj.Params()...) {
+				if p.T.RequiresGrad() {
+					named = append(named, p)
+				}
+			}
 			params := nn.Tensors(named)
 			f := func(tp *tensor.Tape) *tensor.Tensor {
-				return obj.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), tx, 0)
+				return obj.Loss(tp, m.EncodeImages(tp, im), m.EncodeTexts(tp, tx), tx, nil, 0)
 			}
 			tp := tensor.NewTape()
 			tp.Backward(f(tp))
@@ -205,7 +287,7 @@ func TestAttentionPenaltyInLoss(t *testing.T) {
 		txt := m.EncodeTexts(tp, model.TextBatch(m, captions))
 		l := txt.Penalty
 		if !penaltyOnly {
-			l = newObjective(cfg.Training, m).Loss(tp, m.EncodeImages(tp, im), txt, model.Texts{}, 0)
+			l = newObjective(cfg.Training, m).Loss(tp, m.EncodeImages(tp, im), txt, model.Texts{}, nil, 0)
 		}
 		tp.Backward(l)
 		return l.Item(), w1.Grad

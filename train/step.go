@@ -92,7 +92,7 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 	s.tp.Seed(s.tc.Seed, uint64(iter))
 	err = tensor.Try(func() {
 		img, txt := encode(s.tp, s.m, b)
-		l := s.obj.Loss(s.tp, img, txt, b.Texts, iter)
+		l := s.obj.Loss(s.tp, img, txt, b.Texts, b.Images.Items, iter)
 		loss = float64(l.Item())
 		s.tp.BackwardAndReset(l)
 	})

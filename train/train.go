@@ -272,7 +272,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
-		// A resumed run has its banks from the checkpoint.
+		// A resumed run has its statistics and banks from the checkpoint.
+		if err := setFeatureStats(m, trainSplit); err != nil {
+			return nil, err
+		}
 		if err := buildMemory(ctx, m, trainSplit); err != nil {
 			return nil, err
 		}
@@ -504,6 +507,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.Last = st.History[len(st.History)-1]
 	}
 	return res, nil
+}
+
+// setFeatureStats gives a model that standardises its features
+// (image-model.feature-norm) the statistics of the training split s.
+func setFeatureStats(m model.Model, s *data.Split) error {
+	fn, ok := m.(model.FeatureNormalizer)
+	if !ok || !fn.NormalizesFeatures() {
+		return nil
+	}
+	mean, std, err := model.FeatureStats(s.Images)
+	if err != nil {
+		return fmt.Errorf("train split: %w", err)
+	}
+	slog.Info("feature-norm: standardising the features with the train split's statistics", "channels", len(mean))
+	return fn.SetFeatureStats(mean, std)
 }
 
 // buildMemory fills the memory banks of a model that has them (MEMBER)

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/train"
 )
@@ -50,6 +52,11 @@ var Benchmark = bench.Benchmark{
 // DefaultModels are the built-in configs trained by default: every model
 // of the four papers that xmr has, and VSE++.
 var DefaultModels = []string{"teran-mrsw-small", "teran-mwsr-small", "tern-small", "seam-e-small", "seam-c-small", "seam-g-small", "member-small", "vsepp-small"}
+
+// PhotoModels are the configs trained by default on features that xmr
+// extract made from photos (a data set whose features.json records the
+// extractor): the photo recipe of each model.
+var PhotoModels = []string{"teran-photos", "teran-mwsr-photos", "tern-photos", "seam-e-photos", "member-photos", "vsepp-photos"}
 
 // params are the benchmark's arguments.
 type params struct {
@@ -80,7 +87,7 @@ func (p params) runSeed(k int) uint64 {
 }
 
 func parse(opts bench.Options) (params, error) {
-	p := params{budget: 4 * time.Minute, models: DefaultModels, repeats: 1}
+	p := params{budget: 4 * time.Minute, repeats: 1}
 	if opts.Quick {
 		p.budget, p.models = 10*time.Second, []string{"tern-small", "vsepp-small"}
 	}
@@ -97,7 +104,42 @@ func parse(opts bench.Options) (params, error) {
 	if p.data == "" {
 		return p, fmt.Errorf("learn: give data=DIR, a data set with train, dev and test splits (e.g. data=../shared/data/flickr8k-mini)")
 	}
+	if p.models == nil {
+		p.models = DefaultModels
+		if extracted(p.data) {
+			p.models = PhotoModels
+		}
+	}
 	return p, nil
+}
+
+// extracted reports whether dir is a data set that xmr extract made (its
+// features.json records the extractor).
+func extracted(dir string) bool {
+	rec, err := extract.ReadRecord(dir)
+	return err == nil && rec != nil
+}
+
+// globalDir returns dir's global-feature copy (dir/global, which xmr
+// extract writes beside the regions), or "" when it has none.
+func globalDir(dir string) string {
+	g := filepath.Join(dir, "global")
+	if _, err := os.Stat(filepath.Join(g, "train_ims.npy")); err == nil && extracted(dir) {
+		return g
+	}
+	return ""
+}
+
+// evalSplit is the split the models are evaluated on: test, or dev when a
+// precomp directory has no test split (Flickr8k as shared here: train and
+// val; dev then also picks each model's checkpoint, and the note says so).
+func evalSplit(dir string) string {
+	if _, err := os.Stat(filepath.Join(dir, "dev_ims.npy")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "test_ims.npy")); err != nil {
+			return data.SplitDev
+		}
+	}
+	return data.SplitTest
 }
 
 // Outcome is one model's result: its test metrics and how it trained.
@@ -125,7 +167,11 @@ func run(ctx context.Context, opts bench.Options) error {
 		src, dataDir = data.Source{Path: dir}, dir
 		subset = fmt.Sprintf("; trained on %d of the %d train images (seed %d)", p.trainImages, total, p.peerSeed())
 	}
-	test, err := src.Load(ctx, "test")
+	testName := evalSplit(dataDir)
+	if testName != data.SplitTest {
+		subset += "; evaluated on dev (the data has no test split), which also picked the checkpoint"
+	}
+	test, err := src.Load(ctx, testName)
 	if err != nil {
 		return fmt.Errorf("learn: %w", err)
 	}
@@ -134,6 +180,16 @@ func run(ctx context.Context, opts bench.Options) error {
 	if err != nil {
 		return err
 	}
+	// The models that read one vector per image (SEAM, VSE++) and the peer
+	// read the global copy of extracted features, where there is one.
+	gsrc, gtest, gdir := src, test, dataDir
+	if g := globalDir(dataDir); g != "" {
+		gsrc, gdir = data.Source{Path: g}, g
+		if gtest, err = gsrc.Load(ctx, testName); err != nil {
+			return fmt.Errorf("learn: %w", err)
+		}
+		defer gtest.Close()
+	}
 
 	peer, peerRSum, noPeer := "", 0.0, ""
 	if !opts.NoPeer {
@@ -141,7 +197,7 @@ func run(ctx context.Context, opts bench.Options) error {
 		version := ""
 		for k := range p.repeats {
 			seed := max(p.runSeed(k), 1)
-			out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", dataDir,
+			out, err := bench.RunPeer(ctx, opts, "vsepp.py", []string{"torch", "numpy"}, "--data", gdir, "--test-split", testName,
 				"--budget", strconv.FormatFloat(p.budget.Seconds(), 'f', -1, 64), "--seed", strconv.FormatUint(seed, 10))
 			if err != nil {
 				noPeer = "; no peer: " + err.Error()
@@ -171,8 +227,12 @@ func run(ctx context.Context, opts bench.Options) error {
 	}
 	for _, name := range p.models {
 		var runs []run1
+		msrc, mtest := src, test
+		if cfg, err := runConfig(name, 0); err == nil && (cfg.ModelConfig().GlobalImages() || cfg.Model.Name == "vsepp") {
+			msrc, mtest = gsrc, gtest
+		}
 		for k := range p.repeats {
-			o, err := Train(ctx, name, src, test, rel, p.budget, p.runSeed(k))
+			o, err := Train(ctx, name, msrc, mtest, rel, p.budget, p.runSeed(k))
 			if err != nil {
 				return err
 			}

@@ -206,3 +206,52 @@ func TestRunRepeats(t *testing.T) {
 		t.Errorf("rsum %.2f with note %q: want the mean of its runs on 20 images", rsum.Value, rsum.Note)
 	}
 }
+
+// TestPhotoData checks what the benchmark does with a data set that xmr
+// extract made: the photo configs by default, the global copy for the
+// models of one vector per image, and dev for evaluation when there is no
+// test split.
+func TestPhotoData(t *testing.T) {
+	dir := t.TempDir()
+	touch := func(p string) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"train_ims.npy", "dev_ims.npy", "global/train_ims.npy"} {
+		touch(filepath.Join(dir, f))
+	}
+	if got := evalSplit(dir); got != "dev" {
+		t.Errorf("no test split: evaluated on %q, want dev", got)
+	}
+	if extracted(dir) || globalDir(dir) != "" {
+		t.Error("a data set without features.json counts as extracted")
+	}
+	p, err := parse(bench.Options{Args: []string{"data=" + dir}})
+	if err != nil || strings.Join(p.models, ",") != strings.Join(DefaultModels, ",") {
+		t.Errorf("models %v (%v), want the defaults", p.models, err)
+	}
+	rec := `{"format": "xmr-features/1", "extractor": {"name": "centernet-mobilenetv3-coco", "version": "v", "width": 8, "maps": ["a"], "pooling": "p"}, "kind": "regions"}`
+	if err := os.WriteFile(filepath.Join(dir, "features.json"), []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !extracted(dir) || globalDir(dir) != filepath.Join(dir, "global") {
+		t.Errorf("extracted %v, global copy %q", extracted(dir), globalDir(dir))
+	}
+	p, err = parse(bench.Options{Args: []string{"data=" + dir}})
+	if err != nil || strings.Join(p.models, ",") != strings.Join(PhotoModels, ",") {
+		t.Errorf("models %v (%v), want the photo configs %v", p.models, err, PhotoModels)
+	}
+	for _, name := range PhotoModels {
+		if _, err := runConfig(name, 0); err != nil {
+			t.Errorf("photo config %s: %v", name, err)
+		}
+	}
+	touch(filepath.Join(dir, "test_ims.npy"))
+	if got := evalSplit(dir); got != "test" {
+		t.Errorf("with a test split: evaluated on %q", got)
+	}
+}

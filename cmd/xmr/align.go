@@ -7,14 +7,11 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
-	_ "image/jpeg" // COCO's and Flickr30k's images
-	_ "image/png"
-	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/outpath"
@@ -27,6 +24,7 @@ var alignFlags struct {
 	scale                                               int
 	allWords                                            bool
 	models                                              string
+	maxPixels                                           int64
 }
 
 func init() {
@@ -61,6 +59,7 @@ score of the pair are printed too.`,
 			fs.IntVar(&alignFlags.scale, "scale", 0, "magnify the image this many times (0: up to about 512 pixels wide)")
 			fs.BoolVar(&alignFlags.allWords, "all-words", false, "draw stop words and punctuation too")
 			fs.StringVar(&alignFlags.models, "models", "", "with --image and no --features: `DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr)")
+			addMaxPixels(fs, &alignFlags.maxPixels)
 		},
 		run: runAlign,
 	})
@@ -144,8 +143,21 @@ func checkBoxes(path string, boxes [][4]float32, w, h float32) error {
 	return nil
 }
 
-// maxCanvasPixels bounds the drawing of xmr align (8192 x 8192).
+// maxCanvasPixels bounds the drawing of xmr align (8192 x 8192): the
+// image magnified --scale times. The image itself is decoded by package
+// extract, as xmr extract and the server's uploads decode theirs: the same
+// bomb limit (--max-pixels) and EXIF orientation.
 const maxCanvasPixels = 1 << 26
+
+// maxPixelsUsage is the help of --max-pixels, the decompression-bomb
+// limit (extract.Limits.MaxPixels) of every command that decodes a photo.
+const maxPixelsUsage = "refuse images whose header declares more pixels than this (before decoding them)"
+
+// addMaxPixels declares --max-pixels on fs, defaulting to
+// extract.DefaultMaxPixels.
+func addMaxPixels(fs *flag.FlagSet, p *int64) {
+	fs.Int64Var(p, "max-pixels", extract.DefaultMaxPixels, maxPixelsUsage)
+}
 
 // squeeze drops a leading dimension of 1.
 func squeeze(shape []int) []int {
@@ -166,48 +178,6 @@ func parseSize(s string) (int, int, error) {
 	return w, h, nil
 }
 
-// loadPicture decodes a PNG or JPEG image. An image whose header declares
-// more than maxCanvasPixels pixels is refused before it is decoded, and
-// the decoding stops, with ctx's error, once ctx is done.
-func loadPicture(ctx context.Context, path string) (image.Image, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	cfg, _, err := image.DecodeConfig(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w (PNG or JPEG expected)", path, err)
-	}
-	if px := int64(cfg.Width) * int64(cfg.Height); px > maxCanvasPixels {
-		return nil, fmt.Errorf("%s: %dx%d is %d pixels; at most %d can be drawn", path, cfg.Width, cfg.Height, px, int64(maxCanvasPixels))
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	img, _, err := image.Decode(ctxReader{ctx, f})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%s: %w (PNG or JPEG expected)", path, err)
-	}
-	return img, nil
-}
-
-// ctxReader fails its reads once ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
 func runAlign(ctx context.Context, args []string) error {
 	f := alignFlags
 	switch {
@@ -225,7 +195,10 @@ func runAlign(ctx context.Context, args []string) error {
 		return usageErrorf("give --image (the picture) or --size WxH (its size), one of them")
 	case f.scale < 0 || f.scale > 16:
 		return usageErrorf("--scale %d: want 0 (automatic) to 16", f.scale)
+	case f.maxPixels <= 0:
+		return usageErrorf("--max-pixels %d: want a positive number", f.maxPixels)
 	}
+	lim := extract.Limits{MaxPixels: f.maxPixels}
 	if err := checkOutputs(append(checkpointInputs(f.checkpoint),
 		outpath.Input{Flag: "--features", Path: f.features}, outpath.Input{Flag: "--boxes", Path: f.boxes}, outpath.Input{Flag: "--image", Path: f.image}),
 		[]outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Stream}}); err != nil {
@@ -235,13 +208,13 @@ func runAlign(ctx context.Context, args []string) error {
 	var extracted *alignInput
 	if f.features == "" {
 		var err error
-		if extracted, err = extractForAlign(ctx, f.checkpoint, f.image, f.models); err != nil {
+		if extracted, err = extractForAlign(ctx, f.checkpoint, f.image, f.models, lim); err != nil {
 			return err
 		}
 		img = extracted.img
 	} else if f.image != "" {
 		var err error
-		if img, err = loadPicture(ctx, f.image); err != nil {
+		if img, err = extract.LoadUpright(f.image, lim); err != nil {
 			return err
 		}
 	} else {

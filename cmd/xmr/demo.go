@@ -35,6 +35,11 @@ var demoFlags struct {
 	fresh      bool
 	noServe    bool
 	addr       string
+	photos     string
+	// set holds the flags given on the command line (so that --photos
+	// can change the defaults of the others).
+	set map[string]bool
+	fs  *flag.FlagSet
 }
 
 // The demo's world and training schedule, chosen together with
@@ -95,13 +100,19 @@ index that the first one made.`,
 			fs.BoolVar(&demoFlags.fresh, "fresh", false, "make everything again: the world, the model and the index")
 			fs.BoolVar(&demoFlags.noServe, "no-serve", false, "stop after the evaluation and the index; do not serve")
 			fs.StringVar(&demoFlags.addr, "addr", "127.0.0.1:8080", "address to serve the page on (host:port; port 0 picks a free one)")
+			fs.StringVar(&demoFlags.photos, "photos", "", "run on real photos instead: a `DIR` holding a Karpathy split file (dataset_flickr8k.json, ...) and its photos; the defaults become --dir xmr-photos --config "+photoConfig+fmt.Sprintf(" --max-iters %d", photoIters))
+			demoFlags.fs = fs
 		},
 		run: runDemo,
 	})
 }
 
-// demoWrites are what the demo writes into its directory.
-var demoWrites = []string{"world", "run", "index", demoConfigFile, "alignment-*.png", "query-*.png"}
+// demoWrites are what the demo writes into its directory; photoDemoWrites
+// what the photo demo writes into its own.
+var (
+	demoWrites      = []string{"world", "run", "index", demoConfigFile, "alignment-*.png", "query-*.png"}
+	photoDemoWrites = []string{"features", "run", "index", demoConfigFile, "alignment-*.png", "query-*.png"}
+)
 
 // demoSteps is how many steps the demo prints.
 const demoSteps = 6
@@ -115,6 +126,23 @@ func runDemo(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageErrorf("unexpected arguments %v", args)
 	}
+	demoFlags.set = map[string]bool{}
+	if demoFlags.fs != nil {
+		demoFlags.fs.Visit(func(fl *flag.Flag) { demoFlags.set[fl.Name] = true })
+	}
+	if demoFlags.photos != "" {
+		for name, v := range map[string]*string{"dir": &demoFlags.dir, "config": &demoFlags.config} {
+			if !demoFlags.set[name] {
+				*v = map[string]string{"dir": "xmr-photos", "config": photoConfig}[name]
+			}
+		}
+		if !demoFlags.set["max-iters"] {
+			demoFlags.maxIters = photoIters
+		}
+		if demoFlags.set["n"] {
+			return usageErrorf("--n sizes the synthetic world; --photos brings its own photos")
+		}
+	}
 	f := demoFlags
 	switch {
 	case f.n < 200:
@@ -125,6 +153,13 @@ func runDemo(ctx context.Context, args []string) error {
 		return usageErrorf("--time-budget must be positive or 0 (no limit), is %v", f.timeBudget)
 	case f.timeBudget == 0 && f.maxIters == 0:
 		return usageErrorf("--max-iters 0 trains until --time-budget, which is 0: give one of them")
+	}
+	if f.photos != "" {
+		if err := checkOutputs([]outpath.Input{{Flag: "--config", Path: f.config}, {Flag: "--photos", Path: f.photos}},
+			[]outpath.Output{{Flag: "--dir", Path: f.dir, Kind: outpath.Dir, Writes: photoDemoWrites}}); err != nil {
+			return err
+		}
+		return runPhotoDemo(ctx)
 	}
 	if err := checkOutputs([]outpath.Input{{Flag: "--config", Path: f.config}},
 		[]outpath.Output{{Flag: "--dir", Path: f.dir, Kind: outpath.Dir, Writes: demoWrites}}); err != nil {
@@ -155,13 +190,7 @@ func runDemo(ctx context.Context, args []string) error {
 		if why != "" && !f.retrain && !f.fresh && !madeWorld {
 			fmt.Fprintf(stdout, "    %s\n", why)
 		}
-		began := time.Now()
-		res, err := train.Run(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, MaxIters: f.maxIters, ValImages: 200, Overwrite: true})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "    %d iterations in %s; training curves in %s\n", res.Iters, time.Since(began).Round(time.Second), filepath.Join(run, "curves.png"))
-		if err := atomicfile.WriteBytes(marker, []byte(trained)); err != nil {
+		if err := demoTrain(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, MaxIters: f.maxIters, ValImages: 200, Overwrite: true}, marker, trained); err != nil {
 			return err
 		}
 	} else {
@@ -266,33 +295,59 @@ func demoSchedule(iters int, budget time.Duration, config string) string {
 	case config == demoConfig && float64(iters)*demoIterSeconds >= 10:
 		d := time.Duration(float64(iters) * demoIterSeconds * float64(time.Second))
 		return fmt.Sprintf("for %d iterations (about %s on 2 cores of the Intel Xeon it was measured on; more or less on another CPU)", iters, d.Round(10*time.Second))
+	case config == photoConfig && float64(iters)*photoIterSeconds >= 10:
+		d := time.Duration(float64(iters) * photoIterSeconds * float64(time.Second))
+		return fmt.Sprintf("for %d iterations (about %s on 2 cores of the AMD EPYC Zen 5 it was measured on; more or less on another CPU)", iters, d.Round(time.Minute))
 	}
 	return fmt.Sprintf("for %d iterations", iters)
+}
+
+// demoTrain trains as opts say, says how long it took and where the
+// curves are, and then writes trained into marker, the file that tells a
+// later run that opts.Out holds this model.
+func demoTrain(ctx context.Context, opts train.Options, marker, trained string) error {
+	began := time.Now()
+	res, err := train.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "    %d iterations in %s; training curves in %s\n", res.Iters, time.Since(began).Round(time.Second), filepath.Join(opts.Out, "curves.png"))
+	return atomicfile.WriteBytes(marker, []byte(trained))
 }
 
 // demoDraw draws the alignments of a few test captions with their images
 // and their top images.
 func demoDraw(dir, world string, split *data.Split, res *eval.ModelResult, grounding []data.Grounding) error {
+	load := func(i int) (image.Image, error) { return loadImage(world, split, i) }
+	return drawExamples(dir, split, res, grounding, load, 4, 2, "no PNG images to draw")
+}
+
+// drawExamples draws, for a few captions of split, each word's best region
+// on the caption's image (alignment-K.png, skipped for models without
+// region and word vectors, such as SEAM) and the caption's top 5 images
+// (query-K.png), reading the images with load and enlarging them by
+// overlayScale and gridScale. When an image cannot be read it says so
+// after noImages and draws nothing more.
+func drawExamples(dir string, split *data.Split, res *eval.ModelResult, grounding []data.Grounding, load func(int) (image.Image, error), overlayScale, gridScale int, noImages string) error {
 	var files []string
 	for k, c := range []int{0, 7, 13} {
 		if c >= split.NumCaptions() {
 			break
 		}
 		i := split.ImageOf(c)
-		img, err := loadImage(world, split, i)
+		img, err := load(i)
 		if err != nil {
-			fmt.Fprintf(stdout, "    (no PNG images to draw: %v)\n", err)
+			fmt.Fprintf(stdout, "    (%s: %v)\n", noImages, err)
 			break
 		}
-		if len(res.Images.Vecs) > 0 { // SEAM has no region or word vectors to align
+		if len(res.Images.Vecs) > 0 {
 			words := overlayWords(split, c, i, model.MatchWords(res.Images, i, res.Texts, c), grounding)
 			path := filepath.Join(dir, fmt.Sprintf("alignment-%d.png", k+1))
-			if err := viz.SavePNG(path, viz.AlignmentOverlay(img, split.Captions[c], words, 4)); err != nil {
+			if err := viz.SavePNG(path, viz.AlignmentOverlay(img, split.Captions[c], words, overlayScale)); err != nil {
 				return err
 			}
 			files = append(files, path)
 		}
-		// The caption's top 5 images.
 		column := make([]float32, split.NumImages())
 		for j := range column {
 			column[j] = res.Sims.At(j, c)
@@ -301,7 +356,7 @@ func demoDraw(dir, world string, split *data.Split, res *eval.ModelResult, groun
 		var labels []string
 		var relevant []bool
 		for _, h := range queryResults(column, i, 5) {
-			im, err := loadImage(world, split, h.index)
+			im, err := load(h.index)
 			if err != nil {
 				return err
 			}
@@ -310,7 +365,7 @@ func demoDraw(dir, world string, split *data.Split, res *eval.ModelResult, groun
 			relevant = append(relevant, h.index == i)
 		}
 		path := filepath.Join(dir, fmt.Sprintf("query-%d.png", k+1))
-		if err := viz.SavePNG(path, viz.ResultGrid(split.Captions[c], cells, labels, relevant, 2)); err != nil {
+		if err := viz.SavePNG(path, viz.ResultGrid(split.Captions[c], cells, labels, relevant, gridScale)); err != nil {
 			return err
 		}
 		files = append(files, path)
@@ -325,6 +380,13 @@ func demoDraw(dir, world string, split *data.Split, res *eval.ModelResult, groun
 // evaluation's embeddings of it (res), unless the index there was built by
 // m already (and rebuild is not set).
 func demoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, images string, res *eval.ModelResult, rebuild bool) error {
+	return writeDemoIndex(ctx, dir, m, split, collection(split, images), res, rebuild)
+}
+
+// writeDemoIndex writes the index of split (as the collection c) in dir
+// from the evaluation's embeddings of it (res), unless the index there was
+// built by m already (and rebuild is not set).
+func writeDemoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, c index.Collection, res *eval.ModelResult, rebuild bool) error {
 	if ix, err := index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
 		same := ix.Manifest().Model.Fingerprint == model.Fingerprint(m)
 		ni, nc := ix.Len()
@@ -334,8 +396,7 @@ func demoIndex(ctx context.Context, dir string, m model.Model, split *data.Split
 			return nil
 		}
 	}
-	step(5, "indexing the test split in %s", dir)
-	c := collection(split, images)
+	step(5, "indexing the %s split in %s", split.Name, dir)
 	w, err := index.NewWriter(dir, m, index.Overwrite)
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 
 // extractorFlags are the flags that say how images become features: the
 // detector's cache and the extractor's options. extract, index --images,
-// search --image-file, align --image and serve share them.
+// search --image-file and serve share them; align shares --max-pixels.
 type extractorFlags struct {
 	models    string
 	maps      string
@@ -35,7 +35,7 @@ func (f *extractorFlags) addTo(fs *flag.FlagSet) {
 	fs.StringVar(&f.maps, "maps", "", "the detector's feature `MAPS` pooled into each region's vector, comma-separated (default: every map); part of the features' identity")
 	fs.IntVar(&f.maxBoxes, "max-boxes", 36, "region slots per image: detections first, then the whole image and 2x2 and 3x3 grid cells")
 	fs.Float64Var(&f.minScore, "min-score", extract.DefaultMinScore, "detection score a detected box needs to become a region")
-	fs.Int64Var(&f.maxPixels, "max-pixels", extract.DefaultMaxPixels, "refuse images whose header declares more pixels than this (before decoding them)")
+	addMaxPixels(fs, &f.maxPixels)
 }
 
 func (f *extractorFlags) check() error {
@@ -105,6 +105,7 @@ var extractFlags struct {
 	join      bool
 	workers   int
 	chunk     int
+	flip      bool
 	ext       extractorFlags
 }
 
@@ -150,11 +151,12 @@ rest.`,
 			fs.StringVar(&f.out, "out", "", "the data set `DIR` to write")
 			fs.StringVar(&f.split, "split", "test", "with a folder of images: the name of the split to write")
 			fs.StringVar(&f.splits, "splits", "", "with a world or a Karpathy JSON: the splits to extract, comma-separated (default: all of a world's; train,dev,test of a Karpathy file)")
-			fs.StringVar(&f.ids, "ids", "auto", "with a Karpathy JSON: the field that names the images: auto, cocoid, imgid or filename")
+			fs.StringVar(&f.ids, "ids", "filename", "with a Karpathy JSON: the field that names the images: filename (the file name without its extension: xmr index and serve then find the photos by it), cocoid, imgid or auto (the convention of bottom-up features: cocoid for COCO, else imgid)")
 			fs.StringVar(&f.shard, "shard", "", "extract only part `I/N` of the collection (1 <= I <= N), for N machines; the parts join")
 			fs.BoolVar(&f.join, "join", false, "extract nothing: join the parts in DATA/parts (every shard's) into the data set")
 			fs.IntVar(&f.workers, "workers", runtime.NumCPU(), "images extracted at once")
 			fs.IntVar(&f.chunk, "chunk", 64, "images per part file (the work a stopped run can lose)")
+			fs.BoolVar(&f.flip, "flip", false, "also extract every train image mirrored left to right, as more training data (its captions' left and right swapped; ids end in "+extract.MirrorSuffix+")")
 			f.ext.addTo(fs)
 		},
 		run: runExtract,
@@ -275,6 +277,17 @@ func runExtract(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if f.flip {
+		flipped := false
+		for i, s := range splits {
+			if s.Name == data.SplitTrain && s.Captions != nil {
+				splits[i], flipped = extract.MirrorSplit(s), true
+			}
+		}
+		if !flipped {
+			return usageErrorf("--flip mirrors the images of a train split with captions; this collection has none")
+		}
+	}
 	e, err := f.ext.extractor(ctx)
 	if err != nil {
 		return err
@@ -339,6 +352,9 @@ func extractJoinArgs() []string {
 	}
 	if f.chunk != 64 {
 		args = append(args, "--chunk", strconv.Itoa(f.chunk))
+	}
+	if f.flip {
+		args = append(args, "--flip")
 	}
 	if f.ext.maps != "" {
 		args = append(args, "--maps", f.ext.maps)

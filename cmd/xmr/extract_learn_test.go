@@ -47,11 +47,12 @@ training:
   seed: 1
 `
 
-// TestLearnThroughExtract is "learning through it" at small size: a
-// synthetic world's PNGs go through xmr extract with the real detector,
-// TERAN-small trains on those features, and its test recall is far above
-// chance. It needs the detector's weights (fetched with npm the first
-// time); without them it is skipped, except under CI=true.
+// TestLearnThroughExtract is the learning check of docs/benchmarks.md,
+// "extract", at small size: a synthetic world's PNGs go through xmr
+// extract with the real detector, TERAN-small trains on those features,
+// and its test recall is far above chance. It needs the detector's
+// weights (fetched with npm the first time); without them it is skipped,
+// except under CI=true.
 func TestLearnThroughExtract(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs the real detector on 200 images")
@@ -82,18 +83,7 @@ func TestLearnThroughExtract(t *testing.T) {
 		"--max-iters", "250", "--val-images", "40"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, stderr)
 	}
-	stdout, stderr, code := run(t, "eval", "--checkpoint", runDir, "--data", feats, "--split", "test", "--json", "--no-ndcg")
-	if code != 0 {
-		t.Fatalf("eval: exit %d: %s", code, stderr)
-	}
-	var rep struct {
-		I2T  struct{ R1, R5, R10 float64 } `json:"i2t"`
-		T2I  struct{ R1, R5, R10 float64 } `json:"t2i"`
-		RSum float64                       `json:"rsum"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatalf("eval --json printed %q: %v", stdout, err)
-	}
+	rep := evalRecall(t, runDir, feats, "test")
 	chance := chanceRSum(nTest, 5)
 	t.Logf("test recall on %d images: i2t R@1 %.1f R@5 %.1f R@10 %.1f; t2i R@1 %.1f R@5 %.1f R@10 %.1f; rsum %.1f (chance %.1f)",
 		nTest, rep.I2T.R1, rep.I2T.R5, rep.I2T.R10, rep.T2I.R1, rep.T2I.R5, rep.T2I.R10, rep.RSum, chance)
@@ -128,4 +118,26 @@ func TestChanceRSum(t *testing.T) {
 	if got := chanceRSum(40, 5); got < 77 || got > 77.5 {
 		t.Errorf("chanceRSum(40, 5) = %v, want about 77.2", got)
 	}
+}
+
+// recallReport is what the tests read of `xmr eval --json`.
+type recallReport struct {
+	I2T  struct{ R1, R5, R10 float64 } `json:"i2t"`
+	T2I  struct{ R1, R5, R10 float64 } `json:"t2i"`
+	RSum float64                       `json:"rsum"`
+}
+
+// evalRecall evaluates the run directory runDir on split of the data set
+// feats with `xmr eval --json` (without NDCG) and returns its recall.
+func evalRecall(t *testing.T, runDir, feats, split string) recallReport {
+	t.Helper()
+	stdout, stderr, code := run(t, "eval", "--checkpoint", runDir, "--data", feats, "--split", split, "--json", "--no-ndcg")
+	if code != 0 {
+		t.Fatalf("eval: exit %d: %s", code, stderr)
+	}
+	var rep recallReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("eval --json printed %q: %v", stdout, err)
+	}
+	return rep
 }

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/xmr-project/xmr/blas"
 )
 
 // command is one xmr subcommand. Each lives in its own file and registers
@@ -110,6 +112,7 @@ func runMain(args []string, out, stderr io.Writer) int {
 	// Deferred too, to run before stop when c.run panics: stop cancels
 	// ctx, and the watcher must not take that for a signal.
 	defer finish()
+	warnSlowGEMM(c.name)
 	err := c.run(ctx, fs.Args())
 	finish()
 	if err != nil {
@@ -216,6 +219,29 @@ func printHelp(w io.Writer) {
 		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintf(w, "\nRun \"xmr COMMAND -h\" for a command's flags and examples.\n")
+}
+
+// gemmBound are the long commands, whose time goes into matrix products:
+// they warn at their start when the pure-Go GEMM computes those
+// (warnSlowGEMM).
+var gemmBound = map[string]bool{"train": true, "demo": true, "eval": true, "extract": true, "index": true, "bench": true}
+
+// installOpenBLAS is the command that installs what package blas loads.
+const installOpenBLAS = "sudo apt-get install -y libopenblas0"
+
+// warnSlowGEMM logs one WARN line when command name is one of gemmBound
+// and the pure-Go GEMM is in use: why, how much slower, and how to install
+// OpenBLAS.
+func warnSlowGEMM(name string) {
+	if !gemmBound[name] {
+		return
+	}
+	why, ok := blas.Fallback()
+	if !ok {
+		return
+	}
+	slog.Warn("the pure-Go GEMM is in use, not OpenBLAS: matrix products run 3-14x slower (0.07-0.36x OpenBLAS's speed, docs/benchmarks.md, \"gemm\")",
+		"why", why, "install", installOpenBLAS)
 }
 
 // logLevel reads XMR_LOG (debug, info, warn, error); info by default.

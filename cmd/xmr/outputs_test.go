@@ -345,19 +345,7 @@ func writeOutputsFixture(t *testing.T, dir string) outputsFixture {
 		t.Fatal(err)
 	}
 	vocab := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "red", "blue", "green", "circle", "square", "triangle", "left", "of", "the"}
-	cfg := model.Default()
-	cfg.ImageModel = model.ImageConfig{Name: "bottomup", FeatDim: 16, TransformerLayers: 1, Heads: 2, FF: 8, Hidden: 8, PosEncoding: "concat-and-process"}
-	cfg.TextModel = model.TextConfig{Name: "bert", WordDim: 8, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 8, MaxPositions: 32}
-	cfg.Model = model.JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
-	cfg.MaxCaptionTokens = 32
-	tok, err := text.NewWordPiece(text.NewVocab(vocab))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(cfg, tok, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := tinyTERAN(t, vocab)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -524,4 +512,24 @@ func runIntoFIFO(t *testing.T, fifo string, args []string) (got []byte, stderr s
 	_, stderr, code = run(t, args...)
 	hold.Close()
 	return <-done, stderr, code
+}
+
+// tinyTERAN is an untrained TERAN of 16-d region features and 8-d
+// embeddings whose WordPiece tokenizer knows the words of vocab.
+func tinyTERAN(t *testing.T, vocab []string) model.Model {
+	t.Helper()
+	cfg := model.Default()
+	cfg.ImageModel = model.ImageConfig{Name: "bottomup", FeatDim: 16, TransformerLayers: 1, Heads: 2, FF: 8, Hidden: 8, PosEncoding: "concat-and-process"}
+	cfg.TextModel = model.TextConfig{Name: "bert", WordDim: 8, ExtractionHiddenLayer: 1, FineTune: true, Heads: 2, FF: 8, MaxPositions: 32}
+	cfg.Model = model.JointConfig{Name: "teran", EmbedSize: 8, Layers: 1, Heads: 2, FF: 8}
+	cfg.MaxCaptionTokens = 32
+	tok, err := text.NewWordPiece(text.NewVocab(vocab))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(cfg, tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -268,8 +267,9 @@ type alignInput struct {
 
 // extractForAlign extracts the regions of the image file at path as the
 // model of checkpoint ckpt was trained to read them (the extractor its
-// metadata records).
-func extractForAlign(ctx context.Context, ckpt, path, cache string) (*alignInput, error) {
+// metadata records). The file is read and decoded as xmr extract reads
+// its photos: lim's limits, upright as its EXIF orientation says.
+func extractForAlign(ctx context.Context, ckpt, path, cache string, lim extract.Limits) (*alignInput, error) {
 	_, cf, err := model.Load(ckpt)
 	if err != nil {
 		return nil, err
@@ -286,20 +286,15 @@ func extractForAlign(ctx context.Context, ckpt, path, cache string) (*alignInput
 	if err := extract.CheckKind(kind, "the model of --checkpoint "+ckpt, extract.KindRegions, "--image "+path+" (align extracts its regions)"); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read image %s: %w", path, err)
-	}
-	b, err := extract.ReadLimited(f, path, extract.Limits{})
-	f.Close()
+	b, err := extract.ReadFile(path, lim)
 	if err != nil {
 		return nil, err
 	}
-	pic, img, err := extract.DecodeUpright(b, path, extract.Limits{})
+	pic, img, err := extract.DecodeUpright(b, path, lim)
 	if err != nil {
 		return nil, err
 	}
-	e, err := recordExtractor(ctx, cache, &extract.Record{Extractor: *id, MaxBoxes: 36, MinScore: extract.DefaultMinScore}, extract.Limits{})
+	e, err := recordExtractor(ctx, cache, &extract.Record{Extractor: *id, MaxBoxes: 36, MinScore: extract.DefaultMinScore}, lim)
 	if err != nil {
 		return nil, err
 	}

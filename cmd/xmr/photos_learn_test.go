@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/detect"
+	"github.com/xmr-project/xmr/index"
+)
+
+// sharedPhotos is the shared set of real photos with their captions
+// (../shared/data/flickr8k-photos: Karpathy's split file and images/).
+const sharedPhotos = "../../../shared/data/flickr8k-photos"
+
+// photoLearnConfig is the photo recipe (configs/teran-photos.yaml:
+// standardised features, InfoNCE on MrSw) at 64-d, for a test.
+const photoLearnConfig = `model:
+  name: teran
+  embed-size: 64
+  layers: 1
+  heads: 4
+  ff: 128
+text-model:
+  name: bert
+  word-dim: 64
+  extraction-hidden-layer: 1
+  heads: 4
+  ff: 128
+  max-positions: 64
+image-model:
+  feat-dim: 1056
+  transformer-layers: 1
+  heads: 4
+  ff: 128
+  hidden: 64
+  feature-norm: standardize
+training:
+  lr: 0.0005
+  grad-clip: 2.0
+  max-violation: false
+  contrastive: infonce
+  temperature: 0.5
+  loss-type: alignment
+  alignment-mode: MrSw
+  bs: 64
+  warmup-period: 20
+  val-step: 100
+  seed: 1
+`
+
+// needPhotos returns the shared photos' directory, skipping the test when
+// it is absent (and failing under CI=true, where it must be), and the
+// detector's weights likewise.
+func needPhotos(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs the real detector on hundreds of photos")
+	}
+	ci := os.Getenv("CI") == "true"
+	dir, err := filepath.Abs(sharedPhotos)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "dataset_flickr8k.json"))
+	}
+	if err != nil {
+		if ci {
+			t.Fatalf("the shared photos: %v", err)
+		}
+		t.Skipf("the shared photos (%s) are not here: %v", sharedPhotos, err)
+	}
+	if _, err := detect.Fetch(context.Background(), detect.DefaultCacheDir()); err != nil {
+		if ci {
+			t.Fatalf("the detector's weights: %v", err)
+		}
+		t.Skipf("the detector's weights are not available: %v", err)
+	}
+	return dir
+}
+
+// photoSubset writes a Karpathy split file holding the first nTrain train
+// and nVal val photos of the shared set, and links those val photos into
+// a folder of uncaptioned photos; it returns the file and the folder.
+func photoSubset(t *testing.T, shared, dir string, nTrain, nVal int) (karpathy, valPhotos string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(shared, "dataset_flickr8k.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all struct {
+		Dataset string           `json:"dataset"`
+		Images  []map[string]any `json:"images"`
+	}
+	if err := json.Unmarshal(b, &all); err != nil {
+		t.Fatal(err)
+	}
+	valPhotos = filepath.Join(dir, "val-photos")
+	if err := os.Mkdir(valPhotos, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keep := all
+	keep.Images = nil
+	n := map[string]int{}
+	for _, im := range all.Images {
+		split, _ := im["split"].(string)
+		if split == "train" && n[split] < nTrain || split == "val" && n[split] < nVal {
+			n[split]++
+			keep.Images = append(keep.Images, im)
+			if split == "val" {
+				name := im["filename"].(string)
+				if err := os.Symlink(filepath.Join(shared, "images", name), filepath.Join(valPhotos, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	out, err := json.Marshal(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	karpathy = filepath.Join(dir, "dataset_flickr8k.json")
+	if err := os.WriteFile(karpathy, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return karpathy, valPhotos
+}
+
+// TestPhotosLearnAndSearch is the photo pipeline at a small size on real
+// photos: 400 Flickr8k photos go through xmr extract with the real
+// detector, the photo recipe trains on 300 of them, and on the 100
+// held-out ones its recall is far above chance; those 100, indexed as a
+// folder of uncaptioned photos (xmr index --images), are searched by each
+// of their captions, and the photo a caption was written for comes back
+// in the top 10 far more often than chance (10%).
+func TestPhotosLearnAndSearch(t *testing.T) {
+	shared := needPhotos(t)
+	dir := t.TempDir()
+	const nTrain, nVal = 300, 100
+	karpathy, valPhotos := photoSubset(t, shared, dir, nTrain, nVal)
+	feats := filepath.Join(dir, "feats")
+	if _, stderr, code := run(t, "extract", "--images", karpathy, "--image-root", filepath.Join(shared, "images"), "--ids", "filename",
+		"--out", feats, "--workers", "2"); code != 0 {
+		t.Fatalf("extract: exit %d: %s", code, stderr)
+	}
+	cfg := filepath.Join(dir, "photos.yaml")
+	if err := os.WriteFile(cfg, []byte(photoLearnConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "run")
+	if _, stderr, code := run(t, "train", "--config", cfg, "--data", feats, "--out", runDir, "--max-iters", "300", "--val-images", "100"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, stderr)
+	}
+	rep := evalRecall(t, runDir, feats, "dev")
+	chance := chanceRSum(nVal, 5)
+	t.Logf("held-out recall on %d photos: i2t R@1 %.1f R@5 %.1f R@10 %.1f; t2i R@1 %.1f R@5 %.1f R@10 %.1f; rsum %.1f (chance %.1f)",
+		nVal, rep.I2T.R1, rep.I2T.R5, rep.I2T.R10, rep.T2I.R1, rep.T2I.R5, rep.T2I.R10, rep.RSum, chance)
+	if rep.RSum < 2.5*chance || rep.T2I.R10 < 25 {
+		t.Errorf("rsum %.1f, text-to-image R@10 %.1f: want at least 2.5 times chance (%.1f) and 25 (chance 10)", rep.RSum, rep.T2I.R10, 2.5*chance)
+	}
+
+	// The held-out photos as a folder without captions, through the
+	// detector, searched by their captions.
+	idx := filepath.Join(dir, "photos.idx")
+	if _, stderr, code := run(t, "index", "--checkpoint", runDir, "--images", valPhotos, "--out", idx); code != 0 {
+		t.Fatalf("index --images: exit %d: %s", code, stderr)
+	}
+	ctx := context.Background()
+	ix, err := index.Open(ctx, idx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	k, err := data.LoadKarpathy(karpathy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits, queries := 0, 0
+	for _, im := range k.Images {
+		if im.Split != "val" {
+			continue
+		}
+		want := strings.TrimSuffix(im.Filename, filepath.Ext(im.Filename))
+		for _, s := range im.Sentences[:5] {
+			res, err := ix.SearchText(ctx, s.Raw, &index.SearchOptions{K: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			queries++
+			for _, r := range res {
+				if r.Image != nil && r.Image.ID == want {
+					hits++
+				}
+			}
+		}
+	}
+	rate := 100 * float64(hits) / float64(queries)
+	t.Logf("search by text: the captioned photo in the top 10 for %d of %d captions (%.1f%%; chance 10%%)", hits, queries, rate)
+	if queries != 5*nVal || rate < 25 {
+		t.Errorf("%d queries, the photo in the top 10 for %.1f%%: want %d queries and at least 25%% (chance 10%%)", queries, rate, 5*nVal)
+	}
+}
+
+// TestPhotoDemo runs xmr demo --photos on 80 of the shared photos with a
+// tiny model: it extracts, trains, evaluates on the val photos (the split
+// file has no test split), draws on the photos and indexes them with
+// their files; a second run reuses the features, the model and the index.
+func TestPhotoDemo(t *testing.T) {
+	shared := needPhotos(t)
+	dir := t.TempDir()
+	photos := filepath.Join(dir, "photos")
+	if err := os.Mkdir(photos, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	karpathy, _ := photoSubset(t, shared, dir, 60, 20)
+	if err := os.Rename(karpathy, filepath.Join(photos, "dataset_flickr8k.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(shared, "images"), filepath.Join(photos, "images")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "photos.yaml")
+	if err := os.WriteFile(cfg, []byte(photoLearnConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	demo := filepath.Join(dir, "demo")
+	args := []string{"demo", "--photos", photos, "--dir", demo, "--config", cfg, "--max-iters", "5", "--no-serve"}
+	stdout, stderr, code := run(t, args...)
+	if code != 0 {
+		t.Fatalf("demo --photos: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"1/6 extracting the regions of 140 photos (train, dev; the train photos mirrored too)", "2/6 training", "5 iterations",
+		"3/6 evaluating on the val split (the split file has no test split", "rsum", "4/6 drawing",
+		"5/6 indexing the dev split", "20 images and 100 captions",
+		"xmr serve --index " + filepath.Join(demo, "index") + " --images " + filepath.Join(photos, "images"),
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("first run: stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, f := range []string{"alignment-1.png", "query-1.png", "run/best-rsum.safetensors", "index/manifest.json", "features/train_ims.npy", "features/dev_ims.npy"} {
+		if _, err := os.Stat(filepath.Join(demo, f)); err != nil {
+			t.Errorf("the demo made no %s: %v", f, err)
+		}
+	}
+	// The index knows each photo's file, for the page to draw on.
+	ix, err := index.Open(context.Background(), filepath.Join(demo, "index"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ix.SearchText(context.Background(), "a dog runs on the grass", &index.SearchOptions{K: 3})
+	ix.Close()
+	if err != nil || len(res) != 3 {
+		t.Fatalf("search: %v, %d results", err, len(res))
+	}
+	for _, r := range res {
+		if p := r.Image.Path; !strings.HasPrefix(p, filepath.Join(photos, "images")) || !strings.HasSuffix(p, r.Image.ID+".jpg") {
+			t.Errorf("result %s: file %q, want its photo under %s", r.Image.ID, p, filepath.Join(photos, "images"))
+		}
+	}
+
+	stdout, stderr, code = run(t, args...)
+	if code != 0 {
+		t.Fatalf("second demo --photos: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"1/6 using the features in", "2/6 using the model", "5/6 using the index in"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("second run: stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	// Bad --photos: a folder without a split file, and --n with --photos.
+	if _, stderr, code := run(t, "demo", "--photos", dir+"/demo/run", "--dir", filepath.Join(dir, "d2"), "--no-serve"); code == 0 || !strings.Contains(stderr, "no Karpathy split file") {
+		t.Errorf("a folder without a split file: exit %d, %s", code, stderr)
+	}
+	if _, stderr, code := run(t, "demo", "--photos", photos, "--n", "300", "--dir", filepath.Join(dir, "d3"), "--no-serve"); code != 2 || !strings.Contains(stderr, "--n sizes the synthetic world") {
+		t.Errorf("--n with --photos: exit %d, %s", code, stderr)
+	}
+}
