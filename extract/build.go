@@ -16,6 +16,7 @@ import (
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/progress"
 )
 
@@ -213,6 +214,9 @@ func partPath(out, split string, chunk int) string {
 // (for example with JoinOnly) joins them into the data set and removes
 // out/parts.
 //
+// Build holds out's lock (package lockfile) while it runs: a second Build
+// on the same directory is refused, naming the first one's process.
+//
 // An image that cannot be read (not a JPEG or PNG, truncated, over the
 // limits) is logged, recorded in its part and left out of the data set
 // with its captions; Report.Skipped names them all. Errors of the
@@ -229,6 +233,17 @@ func Build(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o 
 			return nil, fmt.Errorf("extract: bad split name %q", s.Name)
 		}
 	}
+	// One writer per output: a second run on it (other images, or the
+	// same) is refused with the first one's pid; two interleaved runs
+	// wrote each other's features under their own ids.
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("extract: %w", err)
+	}
+	lock, err := lockfile.Acquire(out, "extract output")
+	if err != nil {
+		return nil, fmt.Errorf("extract: %w", err)
+	}
+	defer lock.Release()
 	if err := checkOut(out, e.Identity()); err != nil {
 		return nil, err
 	}
@@ -317,10 +332,26 @@ func checkOut(out string, id Identity) error {
 		return nil
 	}
 	ims, _ := filepath.Glob(filepath.Join(out, "*_ims.npy"))
+	if len(ims) > 0 && joinCutShort(out, id) {
+		slog.Info("extract: a join was cut short; joining again", "out", out)
+		return nil
+	}
 	if len(ims) > 0 {
 		return fmt.Errorf("extract: %s holds features that no %s describes (%s): choose another --out", out, FileName, filepath.Base(ims[0]))
 	}
 	return nil
+}
+
+// joinCutShort reports whether out holds the parts of extractor id beside
+// its data files: a join killed before it wrote FileName (which it writes
+// last, before it removes the parts). Joining again rewrites every file.
+func joinCutShort(out string, id Identity) bool {
+	parts, _ := filepath.Glob(filepath.Join(out, PartsDir, "*.part"))
+	if len(parts) == 0 {
+		return false
+	}
+	p, err := readPart(parts[0])
+	return err == nil && p != nil && p.Identity == id.Marshal()
 }
 
 // chunkIDs returns the ids of chunk c of s.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/detect"
+	"github.com/xmr-project/xmr/lockfile"
 )
 
 var someDets = []detect.Detection{
@@ -29,8 +30,11 @@ func files(t *testing.T, dir string) map[string][]byte {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := os.ReadFile(p)
 		rel, _ := filepath.Rel(dir, p)
+		if rel == lockfile.Name { // the writer's lock: its pid
+			return nil
+		}
+		b, err := os.ReadFile(p)
 		out[rel] = b
 		return err
 	})
@@ -434,4 +438,75 @@ func TestMirrorSplit(t *testing.T) {
 	if !slices.Equal(pic.RGB, orig.RGB) {
 		t.Error("Mirror twice changed the picture")
 	}
+}
+
+// TestBuildOneWriter: while a Build holds an output directory, a second
+// Build on it is refused, naming the holder; once the first is done, the
+// same command goes on.
+func TestBuildOneWriter(t *testing.T) {
+	dir := t.TempDir()
+	splits := []SplitSpec{collection(t, filepath.Join(dir, "img"), "test", 3)}
+	e := newFake(t, &fakeDetector{dets: someDets}, Options{})
+	out := filepath.Join(dir, "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	held, err := lockfile.Acquire(out, "extract output")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(context.Background(), e, out, splits, BuildOptions{ChunkSize: 2})
+	if !errors.Is(err, lockfile.ErrLocked) || !strings.Contains(err.Error(), "extract output") {
+		t.Errorf("Build on a held output: %v, want it refused as locked", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, PartsDir)); !os.IsNotExist(err) {
+		t.Errorf("the refused Build wrote into the output: %v", err)
+	}
+	held.Release()
+	if rep, err := Build(context.Background(), e, out, splits, BuildOptions{ChunkSize: 2}); err != nil || !rep.Joined {
+		t.Errorf("Build after the holder left: %+v, %v", rep, err)
+	}
+}
+
+// TestBuildJoinCutShort: a join killed after it wrote some data files but
+// before features.json (every part still there) is joined again by the
+// next run, to the bytes of an undisturbed run; it was refused as
+// features of unknown provenance.
+func TestBuildJoinCutShort(t *testing.T) {
+	dir := t.TempDir()
+	splits := []SplitSpec{collection(t, filepath.Join(dir, "img"), "train", 5), collection(t, filepath.Join(dir, "img"), "test", 3)}
+	e := newFake(t, &fakeDetector{dets: someDets}, Options{})
+	ref := filepath.Join(dir, "ref")
+	if _, err := Build(context.Background(), e, ref, splits, BuildOptions{ChunkSize: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// Every part in out (two shards' runs gathered), and the data files
+	// of the first split already written, as a killed join leaves them.
+	out, other := filepath.Join(dir, "out"), filepath.Join(dir, "other")
+	for i, d := range []string{out, other} {
+		if _, err := Build(context.Background(), e, d, splits, BuildOptions{ChunkSize: 2, Shard: i, Shards: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	theirs, _ := filepath.Glob(filepath.Join(other, PartsDir, "*.part"))
+	for _, p := range theirs {
+		if err := os.Rename(p, filepath.Join(out, PartsDir, filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	written, _ := filepath.Glob(filepath.Join(ref, "train_*"))
+	for _, p := range written {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, filepath.Base(p)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Build(context.Background(), e, out, splits, BuildOptions{ChunkSize: 2, JoinOnly: true})
+	if err != nil || !rep.Joined {
+		t.Fatalf("join after a cut-short join: %+v, %v", rep, err)
+	}
+	sameFiles(t, files(t, ref), files(t, out))
 }

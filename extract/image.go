@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
+	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/detect"
 )
 
@@ -103,7 +105,10 @@ func LoadUpright(path string, lim Limits) (image.Image, error) {
 // ReadFile reads the file at path whole, refusing what is not a regular
 // file and a file over lim's MaxBytes. Errors name the file.
 func ReadFile(path string, lim Limits) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: open(2) of a FIFO waits for a writer without it (one
+	// FIFO named like a photo hung a whole folder); on a regular file it
+	// changes nothing.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", path, unwrapPath(err))
 	}
@@ -113,7 +118,7 @@ func ReadFile(path string, lim Limits) ([]byte, error) {
 		return nil, fmt.Errorf("read image %s: %w", path, unwrapPath(err))
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read image %s: not a regular file", path)
+		return nil, fmt.Errorf("read image %s: not a regular file (%s)", path, atomicfile.Describe(st.Mode()))
 	}
 	if st.Size() > lim.maxBytes() {
 		return nil, fmt.Errorf("read image %s: %w: %d bytes, the limit is %d", path, ErrTooLarge, st.Size(), lim.maxBytes())

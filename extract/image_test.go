@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/xmr-project/xmr/detect"
 )
@@ -269,6 +271,28 @@ func TestLoadFileErrors(t *testing.T) {
 	}
 	if _, err := LoadFile(big, Limits{MaxBytes: 1000}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("big file: %v", err)
+	}
+}
+
+// TestReadFileFIFO: a FIFO named like a photo, with no writer, is refused
+// at once as not a regular file; it used to block in open(2) for good.
+func TestReadFileFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "photo.jpg")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ReadFile(fifo, Limits{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "photo.jpg: not a regular file (a FIFO)") {
+			t.Errorf("ReadFile of a FIFO: %v, want it refused as not a regular file", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ReadFile of a FIFO with no writer still waits after 30 s")
 	}
 }
 

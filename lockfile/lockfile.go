@@ -4,8 +4,9 @@
 // holds the directory. The kernel drops the lock when the holder exits, even
 // by kill -9, so a stale lock file never blocks anyone.
 //
-// Training run directories, synthetic-world directories and index
-// directories (while a writer is open) use it.
+// Training run directories, synthetic-world directories, index
+// directories (while a writer is open) and the data sets that xmr extract
+// writes use it.
 package lockfile
 
 import (

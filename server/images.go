@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/xmr-project/xmr/index"
 )
@@ -94,7 +95,9 @@ func (s *Server) imageFile(w http.ResponseWriter, r *http.Request) {
 		notFound()
 		return
 	}
-	file, err := s.images.root.Open(name)
+	// O_NONBLOCK: opening a FIFO would otherwise wait for a writer, and
+	// the request, and its OS thread, with it.
+	file, err := s.images.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		notFound()
 		return

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -286,6 +287,27 @@ func TestImageFilesStayInside(t *testing.T) {
 		}
 		if !c.ok && code == 200 {
 			t.Errorf("%s: 200, want a refusal", c.path)
+		}
+	}
+}
+
+// TestImageFileFIFO: a FIFO named like an image is a 404 at once; opening
+// it waited for a writer and held the request and its OS thread for good.
+func TestImageFileFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.png"), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	_, ts := newServer(t, &Options{Images: dir})
+	client := &http.Client{Timeout: 30 * time.Second}
+	for range 3 {
+		resp, err := client.Get(ts.URL + "/images/fifo.png")
+		if err != nil {
+			t.Fatalf("GET /images/fifo.png: %v (a FIFO must not be waited on)", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /images/fifo.png: %d, want 404", resp.StatusCode)
 		}
 	}
 }

@@ -45,6 +45,9 @@ type Options struct {
 	// MaxConcurrent is how many searches run at once (0: GOMAXPROCS);
 	// the others wait for a turn within their SearchTimeout.
 	MaxConcurrent int
+	// ReadTimeout bounds the time a request, its body (an upload) included,
+	// takes to arrive (0: 15 s); a slower upload is answered 408.
+	ReadTimeout time.Duration
 	// ShutdownTimeout is how long Serve waits for requests in flight
 	// once its context is cancelled (0: 15 s); then it closes their
 	// connections.
@@ -54,6 +57,11 @@ type Options struct {
 	// ImageQuery, when set, lets clients search a local index by an
 	// uploaded image (POST /api/search/upload); nil refuses uploads.
 	ImageQuery ImageQuery
+	// NoImageQuery, when ImageQuery is nil, says why uploads are refused
+	// (the detector's weights could not be loaded, say), for the 501 that
+	// answers them; empty: the index's model does not read xmr extract's
+	// features.
+	NoImageQuery string
 	// MaxUploadBytes caps an uploaded image (0: DefaultMaxUploadBytes);
 	// a larger one is refused with 413.
 	MaxUploadBytes int64
@@ -79,6 +87,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.MaxConcurrent <= 0 {
 		r.MaxConcurrent = runtime.GOMAXPROCS(0)
+	}
+	if r.ReadTimeout <= 0 {
+		r.ReadTimeout = 15 * time.Second
 	}
 	if r.ShutdownTimeout <= 0 {
 		r.ShutdownTimeout = 15 * time.Second
@@ -150,7 +161,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
+		ReadTimeout:       s.opts.ReadTimeout,
 		WriteTimeout:      s.opts.SearchTimeout + 15*time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,

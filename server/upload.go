@@ -8,6 +8,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"os"
 	"strconv"
 
 	"github.com/xmr-project/xmr/index"
@@ -42,8 +43,13 @@ const DefaultMaxUploadBytes = 8 << 20
 // "image" of a multipart/form-data body.
 func (s *Server) searchUpload(w http.ResponseWriter, r *http.Request) (any, error) {
 	local, ok := s.ix.(querySearcher)
-	if s.opts.ImageQuery == nil || !ok {
-		return nil, errorf(http.StatusNotImplemented, "this server takes no uploaded images: its index's model was not trained on features that xmr extract makes (or the index is not a local one)")
+	switch {
+	case !ok:
+		return nil, errorf(http.StatusNotImplemented, "this server takes no uploaded images: its index is not a local one")
+	case s.opts.ImageQuery == nil && s.opts.NoImageQuery != "":
+		return nil, errorf(http.StatusNotImplemented, "this server takes no uploaded images: %s", s.opts.NoImageQuery)
+	case s.opts.ImageQuery == nil:
+		return nil, errorf(http.StatusNotImplemented, "this server takes no uploaded images: its index's model was not trained on features that xmr extract makes")
 	}
 	k := 0
 	if v := r.URL.Query().Get("k"); v != "" {
@@ -121,6 +127,9 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) ([]byte, err
 	if err != nil {
 		if tooLarge(err) {
 			return nil, errorf(http.StatusRequestEntityTooLarge, "upload larger than %d bytes", limit)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errorf(http.StatusRequestTimeout, "the upload did not arrive within the server's %v read timeout (%d bytes came): send a smaller image, or over a faster link", s.opts.ReadTimeout, len(b))
 		}
 		return nil, errorf(http.StatusBadRequest, "read the upload: %v", err)
 	}

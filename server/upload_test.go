@@ -1,12 +1,18 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/model"
@@ -120,5 +126,62 @@ func TestSearchUpload(t *testing.T) {
 	_, _, body = do(t, ts2.Client(), "GET", ts2.URL+"/api/info", nil)
 	if decodeJSON[infoResponse](t, body).ImageUpload {
 		t.Errorf("info without ImageQuery: %s", body)
+	}
+}
+
+// TestUploadReadTimeout: an upload whose body stops arriving is answered
+// 408 with a message that names the read timeout, not a raw "i/o timeout".
+func TestUploadReadTimeout(t *testing.T) {
+	f := testFixture(t)
+	s, err := New(f.ix, &Options{ImageQuery: fakeImageQuery(t), ReadTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	defer func() { cancel(); <-served }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// 1,000 bytes announced, 10 sent, and then nothing.
+	if _, err := io.WriteString(c, "POST /api/search/upload HTTP/1.1\r\nHost: x\r\nContent-Type: image/jpeg\r\nContent-Length: 1000\r\n\r\n0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled upload: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within the server's 300ms read timeout") {
+		t.Errorf("stalled upload: %d %s, want 408 naming the read timeout", resp.StatusCode, body)
+	}
+}
+
+// TestUploadRefusedReason: with no ImageQuery the 501 gives the reason the
+// server was told (the detector could not be loaded), else the default.
+func TestUploadRefusedReason(t *testing.T) {
+	cases := []struct{ reason, want string }{
+		{"", "its index's model was not trained on features that xmr extract makes"},
+		{"the detector could not be loaded: no weights in /cache", "this server takes no uploaded images: the detector could not be loaded: no weights in /cache"},
+	}
+	for _, c := range cases {
+		_, ts := newServer(t, &Options{NoImageQuery: c.reason})
+		code, _, body := do(t, ts.Client(), "POST", ts.URL+"/api/search/upload", []byte("x"))
+		if code != http.StatusNotImplemented || !strings.Contains(string(body), c.want) {
+			t.Errorf("reason %q: %d %s, want 501 with %q", c.reason, code, body, c.want)
+		}
 	}
 }

@@ -79,3 +79,33 @@ func TestRunDirectoryGuards(t *testing.T) {
 		t.Errorf("a run that failed on its data removed the old checkpoint: %v", err)
 	}
 }
+
+// TestStaleTempsRemoved: the temporary files a killed run left beside its
+// run files go when the directory is next opened; other files stay.
+func TestStaleTempsRemoved(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		out := t.TempDir()
+		stale := []string{".last.safetensors.tmp-123", ".best-rsum.safetensors.tmp-9", ".metrics.csv.tmp-7"}
+		kept := []string{".notes.txt.tmp-1", "last.safetensors.tmp-2", "notes.txt"}
+		for _, name := range append(append([]string{}, stale...), kept...) {
+			if err := os.WriteFile(filepath.Join(out, name), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lock, err := openRunDir(out, resume, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lock.Release()
+		for _, name := range stale {
+			if _, err := os.Stat(filepath.Join(out, name)); !os.IsNotExist(err) {
+				t.Errorf("resume=%v: %s is still there (%v)", resume, name, err)
+			}
+		}
+		for _, name := range kept {
+			if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+				t.Errorf("resume=%v: %s was removed: %v", resume, name, err)
+			}
+		}
+	}
+}

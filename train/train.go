@@ -91,6 +91,7 @@ func openRunDir(out string, resume, overwrite bool) (*lockfile.Lock, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeStaleTemps(out)
 	if resume {
 		return lock, nil
 	}
@@ -107,6 +108,22 @@ func openRunDir(out string, resume, overwrite bool) (*lockfile.Lock, error) {
 		return nil, fmt.Errorf("%s holds the checkpoints of another run (%s): continue it with --resume, replace it with --overwrite, or choose another --out", out, strings.Join(found, ", "))
 	}
 	return lock, nil
+}
+
+// removeStaleTemps removes the temporary files that a killed run left
+// beside its run files (atomicfile's ".NAME.tmp-*", a checkpoint's 50 MB
+// and more): with the directory locked, no writer of them is alive.
+func removeStaleTemps(out string) {
+	for _, name := range runFiles {
+		stale, _ := filepath.Glob(filepath.Join(out, "."+name+".tmp-*"))
+		for _, p := range stale {
+			if err := os.Remove(p); err != nil {
+				slog.Warn("cannot remove a killed run's temporary file", "file", p, "err", err)
+				continue
+			}
+			slog.Info("removed a killed run's temporary file", "file", p)
+		}
+	}
 }
 
 // clearRunDir removes the files of an earlier run from out (Overwrite). It

@@ -218,7 +218,7 @@ func runPhotoDemo(ctx context.Context) error {
 	if err := photoDraw(f.dir, split, res, paths); err != nil {
 		return err
 	}
-	if err := photoIndex(ctx, indexDir, m, split, paths, res, f.fresh || f.retrain); err != nil {
+	if err := photoIndex(ctx, indexDir, feats, m, split, paths, res, f.fresh || f.retrain); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "    ready in %s\n", time.Since(start).Round(time.Second))
@@ -305,10 +305,19 @@ func photoDraw(dir string, split *data.Split, res *eval.ModelResult, paths map[s
 // photoIndex indexes the held-out photos (their files from paths) in dir
 // from the evaluation's embeddings, unless the index there was built by m
 // already.
-func photoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, paths map[string]string, res *eval.ModelResult, rebuild bool) error {
+func photoIndex(ctx context.Context, dir, feats string, m model.Model, split *data.Split, paths map[string]string, res *eval.ModelResult, rebuild bool) error {
 	c := collection(split, "")
 	for i := range c.ImageRows {
 		c.ImageRows[i].Path = paths[c.ImageRows[i].ID]
 	}
-	return writeDemoIndex(ctx, dir, m, split, c, res, rebuild)
+	if err := writeDemoIndex(ctx, dir, m, split, c, res, rebuild); err != nil {
+		return err
+	}
+	// The extractor of the features, as xmr index records it: search
+	// --image-file and the page's uploads extract a new photo the same way.
+	rec, err := extract.ReadRecord(feats)
+	if err != nil || rec == nil {
+		return fmt.Errorf("the features in %s record no extractor: %v", feats, err)
+	}
+	return indexFeaturesAfter(dir, &rec.Extractor, rec)
 }

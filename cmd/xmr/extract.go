@@ -154,7 +154,7 @@ rest.`,
 			fs.StringVar(&f.ids, "ids", "filename", "with a Karpathy JSON: the field that names the images: filename (the file name without its extension: xmr index and serve then find the photos by it), cocoid, imgid or auto (the convention of bottom-up features: cocoid for COCO, else imgid)")
 			fs.StringVar(&f.shard, "shard", "", "extract only part `I/N` of the collection (1 <= I <= N), for N machines; the parts join")
 			fs.BoolVar(&f.join, "join", false, "extract nothing: join the parts in DATA/parts (every shard's) into the data set")
-			fs.IntVar(&f.workers, "workers", runtime.NumCPU(), "images extracted at once")
+			fs.IntVar(&f.workers, "workers", runtime.NumCPU(), "images extracted at once (1 to 4 per CPU)")
 			fs.IntVar(&f.chunk, "chunk", 64, "images per part file (the work a stopped run can lose)")
 			fs.BoolVar(&f.flip, "flip", false, "also extract every train image mirrored left to right, as more training data (its captions' left and right swapped; ids end in "+extract.MirrorSuffix+")")
 			f.ext.addTo(fs)
@@ -252,8 +252,8 @@ func runExtract(ctx context.Context, args []string) error {
 		return usageErrorf("--images is required")
 	case f.out == "":
 		return usageErrorf("--out is required")
-	case f.workers <= 0:
-		return usageErrorf("--workers %d: want at least 1", f.workers)
+	case checkWorkers(f.workers, false) != nil:
+		return checkWorkers(f.workers, false)
 	case f.chunk <= 0:
 		return usageErrorf("--chunk %d: want at least 1", f.chunk)
 	case f.join && f.shard != "":

@@ -67,7 +67,7 @@ run again. docs/weaviate.md describes it:
 			fs.StringVar(&indexFlags.out, "out", "", "index `DIR`")
 			fs.StringVar(&indexFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg); for a synthetic world, its images/SPLIT folder is used by default. Without --data: a folder of JPEG and PNG photos, whose features are extracted now and indexed without captions")
 			indexFlags.ext.addTo(fs)
-			fs.IntVar(&indexFlags.workers, "workers", runtime.NumCPU(), "with --images and no --data: images extracted at once")
+			fs.IntVar(&indexFlags.workers, "workers", runtime.NumCPU(), "with --images and no --data: images extracted at once (1 to 4 per CPU)")
 			fs.BoolVar(&indexFlags.appendTo, "append", false, "add the split to an existing index (encoded by the same model)")
 			fs.BoolVar(&indexFlags.overwrite, "overwrite", false, "replace an existing index (with --backend weaviate: delete its collections and upload again)")
 			addCompatRefusal(fs, &indexCompat)
@@ -102,6 +102,8 @@ func runIndex(ctx context.Context, args []string) error {
 		return usageErrorf("--out is required")
 	case f.appendTo && f.overwrite:
 		return usageErrorf("give --append or --overwrite, not both")
+	case checkWorkers(f.workers, false) != nil:
+		return checkWorkers(f.workers, false)
 	case f.backend != "local" && f.backend != "weaviate":
 		return usageErrorf("--backend %q: want local or weaviate", f.backend)
 	case f.backend == "weaviate" && f.appendTo:

@@ -262,6 +262,13 @@ func TestPhotoDemo(t *testing.T) {
 		}
 	}
 
+	// It records the extractor, so a new photo searches it (the page's
+	// uploads too).
+	photo := res[0].Image.Path
+	if out, errOut, code := run(t, "search", "--index", filepath.Join(demo, "index"), "--image-file", photo, "-k", "2"); code != 0 || !strings.Contains(out, "image-to-text") {
+		t.Errorf("search --image-file %s on the demo's index: exit %d\n%s\n%s", photo, code, out, errOut)
+	}
+
 	stdout, stderr, code = run(t, args...)
 	if code != 0 {
 		t.Fatalf("second demo --photos: exit %d\n%s\n%s", code, stdout, stderr)

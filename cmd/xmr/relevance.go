@@ -54,6 +54,9 @@ func runRelevance(ctx context.Context, args []string) error {
 	if relevanceFlags.perImage <= 0 {
 		return usageErrorf("--per-image must be > 0, got %d", relevanceFlags.perImage)
 	}
+	if err := checkWorkers(relevanceFlags.workers, true); err != nil {
+		return err
+	}
 	if !slices.Contains(eval.MetricNames(), relevanceFlags.metric) {
 		return usageErrorf("--metric %q: known metrics are %s", relevanceFlags.metric, strings.Join(eval.MetricNames(), ", "))
 	}

@@ -65,6 +65,8 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 				return usageErrorf("--timeout must be positive, is %v", f.timeout)
 			case f.maxConcurrent < 0:
 				return usageErrorf("--max-concurrent must be positive or 0, is %d", f.maxConcurrent)
+			case f.maxUpload <= 0:
+				return usageErrorf("--max-upload-bytes must be positive, is %d", f.maxUpload)
 			}
 			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent, MaxUploadBytes: f.maxUpload}, f.weaviate)
 		},
@@ -104,6 +106,7 @@ func serveIndex(ctx context.Context, dir, images, addr, example string, o *serve
 	}
 	if q, err := uploadQuery(ctx, dir, weaviate.IsIndex(dir) || weaviateURL != "", serveFlags.models, opts.MaxUploadBytes); err != nil {
 		slog.Warn("searches by uploaded image are off: the detector could not be loaded", "err", err)
+		opts.NoImageQuery = fmt.Sprintf("the detector could not be loaded (%v)", err)
 	} else {
 		opts.ImageQuery = q
 	}

@@ -65,6 +65,9 @@ func runSynth(ctx context.Context, args []string) error {
 	if cfg.Dim <= 0 || cfg.Regions <= 0 {
 		return usageErrorf("--dim and --regions must be positive, have %d and %d", cfg.Dim, cfg.Regions)
 	}
+	if err := checkWorkers(cfg.Workers, true); err != nil {
+		return err
+	}
 	cfg.Progress = true
 	w, err := synth.New(cfg)
 	if err != nil {
