@@ -13,11 +13,12 @@
 //     an input inside it;
 //   - two outputs that name the same file.
 //
-// It also refuses an output that exists and is not what the command
-// writes: a directory where a file goes, a file where a directory goes, and
-// any device node, socket or FIFO, except a FIFO or a terminal given to an
-// output that may be a stream (Stream), which is then written directly
-// (package atomicfile does so) and never replaced.
+// It refuses an input that is a FIFO, a socket or a device node (reading
+// a FIFO waits for a writer), and an output that exists and is not what
+// the command writes: a directory where a file goes, a file where a
+// directory goes, and any device node, socket or FIFO, except a FIFO or a
+// terminal given to an output that may be a stream (Stream), which is then
+// written directly (package atomicfile does so) and never replaced.
 package outpath
 
 import (
@@ -92,6 +93,14 @@ func Check(inputs []Input, outputs []Output) error {
 			continue
 		}
 		ins = append(ins, expand(in.Flag, in.Path)...)
+	}
+	// An input that is a FIFO, socket or device: opening a FIFO to read it
+	// waits for a writer, for good when none comes.
+	for _, in := range ins {
+		if in.info != nil && !in.info.Mode().IsRegular() && !in.info.IsDir() {
+			return &Error{Flag: in.flag, Path: in.path,
+				msg: fmt.Sprintf("%s %s is %s, not a file or directory to read: give a regular file", in.flag, in.path, atomicfile.Describe(in.info.Mode()))}
+		}
 	}
 	var outs []entry
 	for _, o := range outputs {

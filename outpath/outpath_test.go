@@ -81,6 +81,7 @@ func TestCheck(t *testing.T) {
 		{"a file for a directory", nil, []Output{{Flag: "--out", Path: ckpt, Kind: Dir}}, "--out", "", "is a regular file, not a directory"},
 		{"a FIFO beside", nil, []Output{{Flag: "--out", Path: filepath.Join(dir, "r.bin"), Writes: []string{fifo}}}, "--out", "", "is a FIFO"},
 		{"not given", []Input{{"--data", ""}}, []Output{{Flag: "--out", Path: ""}}, "", "", ""},
+		{"a FIFO as an input", []Input{{"--captions", fifo}}, []Output{{Flag: "--out", Path: filepath.Join(dir, "m.json")}}, "--captions", "", "is a FIFO, not a file or directory to read"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
