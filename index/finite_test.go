@@ -127,3 +127,40 @@ func TestGenerationOf(t *testing.T) {
 		t.Fatalf("nextGeneration = %d, %v; want 3", g, err)
 	}
 }
+
+// TestSegmentOverlap: a header whose sections share bytes is refused when
+// the segment is opened, though every checksum is valid; the positions
+// read the vectors' bytes and --explain printed wrong regions.
+func TestSegmentOverlap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "forged.seg")
+	if err := writeSegment(path, "images", "fp", smallEmbeddings(20, 8), nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl := binary.LittleEndian.Uint32(b[12:])
+	var h segmentHeader
+	if err := json.Unmarshal(b[segPrefix:segPrefix+int64(hl)], &h); err != nil {
+		t.Fatal(err)
+	}
+	// The positions section moved onto the vectors' first bytes, its
+	// checksum made valid for them.
+	pos := h.Sections[secPos]
+	pos.Offset = h.Sections[secVectors].Offset
+	pos.CRC32C = crc32.Checksum(b[pos.Offset:pos.Offset+pos.Size], crcTable)
+	h.Sections[secPos] = pos
+	hb, _ := json.Marshal(h)
+	clear(b[segPrefix : segPrefix+int64(hl)])
+	copy(b[segPrefix:], hb)
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(hb)))
+	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(hb, crcTable))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openSegment(path, false)
+	if err == nil || !strings.Contains(err.Error(), "overlap: corrupt or forged file") {
+		t.Fatalf("open: err = %v, want the overlapping sections refused", err)
+	}
+}

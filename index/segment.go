@@ -328,6 +328,9 @@ func (s *segment) parse(skipCRC bool) error {
 			}
 		}
 	}
+	if err := checkOverlap(h.Sections, want); err != nil {
+		return err
+	}
 	offsets := sliceOf[int64](raw[secOffsets])
 	e := &model.Embeddings{
 		Dim:     h.Dim,
@@ -473,6 +476,29 @@ var hostLE = func() bool {
 func checkHost() error {
 	if !hostLE {
 		return errors.New("index: segment files are little-endian and used in place; this machine is big-endian")
+	}
+	return nil
+}
+
+// checkOverlap refuses sections (those of want) that share bytes: a
+// forged header whose checksums are valid could otherwise make one
+// array read another's bytes.
+func checkOverlap(secs map[string]section, want map[string]int64) error {
+	type span struct {
+		name      string
+		off, size int64
+	}
+	var spans []span
+	for name := range want {
+		if sec := secs[name]; sec.Size > 0 {
+			spans = append(spans, span{name, sec.Offset, sec.Size})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].off < spans[j].off })
+	for i := 1; i < len(spans); i++ {
+		if a, b := spans[i-1], spans[i]; a.off+a.size > b.off {
+			return fmt.Errorf("sections %q at [%d, %d) and %q at [%d, %d) overlap: corrupt or forged file", a.name, a.off, a.off+a.size, b.name, b.off, b.off+b.size)
+		}
 	}
 	return nil
 }

@@ -113,14 +113,19 @@ func Parse(dir string) (*DB, error) {
 	// Frequencies: cntlist.rev lines are "lemma%ss_type:... sense_number tag_cnt".
 	counts := 0
 	cntPath := filepath.Join(dir, "cntlist.rev")
+	// A line that does not parse is an error: skipped, a damaged line
+	// changed a lemma's sense order, and SPICE's scores, without a word.
 	err := eachLine(cntPath, func(line string) error {
 		f := strings.Fields(line)
-		if len(f) != 3 {
+		if len(f) == 0 {
 			return nil
 		}
+		bad := func() error {
+			return fmt.Errorf("bad frequency line %q: want lemma%%ss_type:lex_filenum:lex_id:: sense_number tag_cnt, ss_type 1 to 5", line)
+		}
 		pct := strings.IndexByte(f[0], '%')
-		if pct <= 0 || pct+1 >= len(f[0]) {
-			return nil
+		if len(f) != 3 || pct <= 0 || pct+1 >= len(f[0]) {
+			return bad()
 		}
 		lemma := strings.ToLower(f[0][:pct])
 		var p POS
@@ -134,11 +139,14 @@ func Parse(dir string) (*DB, error) {
 		case '4':
 			p = Adv
 		default:
-			return nil
+			return bad()
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			return bad()
 		}
 		n, err := strconv.Atoi(f[2])
-		if err != nil {
-			return nil
+		if err != nil || n < 0 {
+			return bad()
 		}
 		b.addFreq(lemma, p, n)
 		counts++

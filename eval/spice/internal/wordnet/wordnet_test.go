@@ -281,6 +281,9 @@ func TestParseHostile(t *testing.T) {
 		{"index.noun empty", map[string]string{"index.noun": "  1 licence header only\n"}, "index.noun has no entry"},
 		{"index.verb empty", map[string]string{"index.verb": "\n"}, "index.verb has no entry"},
 		{"cntlist.rev empty", map[string]string{"cntlist.rev": "\n"}, "cntlist.rev has no frequency line"},
+		{"cntlist.rev flipped ss_type", map[string]string{"cntlist.rev": "man%1:18:00:: 1 100\ndog%9:05:00:: 1 42\n"}, "cntlist.rev:2: bad frequency line"},
+		{"cntlist.rev count not a number", map[string]string{"cntlist.rev": "man%1:18:00:: 1 1O0\n"}, "cntlist.rev:1: bad frequency line"},
+		{"cntlist.rev columns swapped", map[string]string{"cntlist.rev": "100 1 man%1:18:00::\n"}, "cntlist.rev:1: bad frequency line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(miniDict(t, tc.files))
