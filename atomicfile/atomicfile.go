@@ -87,11 +87,24 @@ func Create(path string) (*File, error) {
 	if stream != nil {
 		return openStream(path, stream)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(dest), tempPattern(dest))
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return &File{path: path, dest: dest, tmp: tmp, w: bufio.NewWriterSize(tmp, 1<<20)}, nil
+}
+
+// tempPattern is the os.CreateTemp pattern of dest's temporary files,
+// beside it: ".NAME.tmp-*".
+func tempPattern(dest string) string { return "." + filepath.Base(dest) + ".tmp-*" }
+
+// Temporaries returns the temporary files of path that Create made and no
+// Commit or Abort removed: what a killed writer left. Only a caller that
+// knows no writer of path is alive (it holds the directory's lock) may
+// remove them.
+func Temporaries(path string) []string {
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), tempPattern(path)))
+	return matches
 }
 
 // destination resolves path by the rules of Create: for a FIFO or a

@@ -92,3 +92,26 @@ func TestSyncDir(t *testing.T) {
 		t.Fatalf("SyncDir(%s) = %v, want an error naming it", missing, err)
 	}
 }
+
+// TestTemporaries: a Create without Commit or Abort (a killed writer)
+// leaves a temporary that Temporaries finds; other files' are not listed.
+func TestTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "last.safetensors")
+	f, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Create(filepath.Join(dir, "last.safetensors.bak"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Abort()
+	if got := Temporaries(path); len(got) != 1 || filepath.Dir(got[0]) != dir {
+		t.Errorf("Temporaries = %v, want the one temporary of %s", got, path)
+	}
+	f.Abort()
+	if got := Temporaries(path); len(got) != 0 {
+		t.Errorf("after Abort, Temporaries = %v, want none", got)
+	}
+}

@@ -67,28 +67,13 @@ func TestSegmentNonFinite(t *testing.T) {
 	}
 	// A NaN in the vectors section, its checksum and the header's made
 	// valid again.
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hl := binary.LittleEndian.Uint32(b[12:])
-	var h segmentHeader
-	if err := json.Unmarshal(b[segPrefix:segPrefix+int64(hl)], &h); err != nil {
-		t.Fatal(err)
-	}
-	sec := h.Sections[secVectors]
-	binary.LittleEndian.PutUint32(b[sec.Offset+4*9:], math.Float32bits(nan))
-	sec.CRC32C = crc32.Checksum(b[sec.Offset:sec.Offset+sec.Size], crcTable)
-	h.Sections[secVectors] = sec
-	hb, _ := json.Marshal(h)
-	clear(b[segPrefix : segPrefix+int64(hl)])
-	copy(b[segPrefix:], hb)
-	binary.LittleEndian.PutUint32(b[12:], uint32(len(hb)))
-	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(hb, crcTable))
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err = openSegment(path, false)
+	forgeSegment(t, path, func(h *segmentHeader, b []byte) {
+		sec := h.Sections[secVectors]
+		binary.LittleEndian.PutUint32(b[sec.Offset+4*9:], math.Float32bits(nan))
+		sec.CRC32C = crc32.Checksum(b[sec.Offset:sec.Offset+sec.Size], crcTable)
+		h.Sections[secVectors] = sec
+	})
+	_, err := openSegment(path, false)
 	if err == nil || !strings.Contains(err.Error(), `section "vectors": element 9 is NaN`) {
 		t.Fatalf("open: err = %v, want the NaN of the vectors section", err)
 	}
@@ -136,6 +121,25 @@ func TestSegmentOverlap(t *testing.T) {
 	if err := writeSegment(path, "images", "fp", smallEmbeddings(20, 8), nil); err != nil {
 		t.Fatal(err)
 	}
+	// The positions section moved onto the vectors' first bytes, its
+	// checksum made valid for them.
+	forgeSegment(t, path, func(h *segmentHeader, b []byte) {
+		pos := h.Sections[secPos]
+		pos.Offset = h.Sections[secVectors].Offset
+		pos.CRC32C = crc32.Checksum(b[pos.Offset:pos.Offset+pos.Size], crcTable)
+		h.Sections[secPos] = pos
+	})
+	_, err := openSegment(path, false)
+	if err == nil || !strings.Contains(err.Error(), "overlap: corrupt or forged file") {
+		t.Fatalf("open: err = %v, want the overlapping sections refused", err)
+	}
+}
+
+// forgeSegment rewrites the segment file at path: edit changes its header
+// and bytes, and the header is written back with a valid checksum, as a
+// forger who knows the format would.
+func forgeSegment(t *testing.T, path string, edit func(h *segmentHeader, b []byte)) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -145,12 +149,7 @@ func TestSegmentOverlap(t *testing.T) {
 	if err := json.Unmarshal(b[segPrefix:segPrefix+int64(hl)], &h); err != nil {
 		t.Fatal(err)
 	}
-	// The positions section moved onto the vectors' first bytes, its
-	// checksum made valid for them.
-	pos := h.Sections[secPos]
-	pos.Offset = h.Sections[secVectors].Offset
-	pos.CRC32C = crc32.Checksum(b[pos.Offset:pos.Offset+pos.Size], crcTable)
-	h.Sections[secPos] = pos
+	edit(&h, b)
 	hb, _ := json.Marshal(h)
 	clear(b[segPrefix : segPrefix+int64(hl)])
 	copy(b[segPrefix:], hb)
@@ -158,9 +157,5 @@ func TestSegmentOverlap(t *testing.T) {
 	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(hb, crcTable))
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
-	}
-	_, err = openSegment(path, false)
-	if err == nil || !strings.Contains(err.Error(), "overlap: corrupt or forged file") {
-		t.Fatalf("open: err = %v, want the overlapping sections refused", err)
 	}
 }

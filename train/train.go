@@ -111,12 +111,11 @@ func openRunDir(out string, resume, overwrite bool) (*lockfile.Lock, error) {
 }
 
 // removeStaleTemps removes the temporary files that a killed run left
-// beside its run files (atomicfile's ".NAME.tmp-*", a checkpoint's 50 MB
+// beside its run files (atomicfile.Temporaries: a checkpoint's are 50 MB
 // and more): with the directory locked, no writer of them is alive.
 func removeStaleTemps(out string) {
 	for _, name := range runFiles {
-		stale, _ := filepath.Glob(filepath.Join(out, "."+name+".tmp-*"))
-		for _, p := range stale {
+		for _, p := range atomicfile.Temporaries(filepath.Join(out, name)) {
 			if err := os.Remove(p); err != nil {
 				slog.Warn("cannot remove a killed run's temporary file", "file", p, "err", err)
 				continue

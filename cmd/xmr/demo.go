@@ -126,10 +126,7 @@ func runDemo(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageErrorf("unexpected arguments %v", args)
 	}
-	demoFlags.set = map[string]bool{}
-	if demoFlags.fs != nil {
-		demoFlags.fs.Visit(func(fl *flag.Flag) { demoFlags.set[fl.Name] = true })
-	}
+	demoFlags.set = givenFlags(demoFlags.fs)
 	if demoFlags.photos != "" {
 		for name, v := range map[string]*string{"dir": &demoFlags.dir, "config": &demoFlags.config} {
 			if !demoFlags.set[name] {

@@ -245,6 +245,9 @@ func extractSplits() ([]extract.SplitSpec, string, error) {
 
 func runExtract(ctx context.Context, args []string) error {
 	f := &extractFlags
+	if err := checkWorkers(f.workers, false); err != nil {
+		return err
+	}
 	switch {
 	case len(args) > 0:
 		return usageErrorf("unexpected arguments %q", args)
@@ -252,8 +255,6 @@ func runExtract(ctx context.Context, args []string) error {
 		return usageErrorf("--images is required")
 	case f.out == "":
 		return usageErrorf("--out is required")
-	case checkWorkers(f.workers, false) != nil:
-		return checkWorkers(f.workers, false)
 	case f.chunk <= 0:
 		return usageErrorf("--chunk %d: want at least 1", f.chunk)
 	case f.join && f.shard != "":

@@ -11,10 +11,10 @@ import (
 	"github.com/xmr-project/xmr/synth"
 )
 
-// learnConfig is TERAN MrSw (configs/teran-mrsw-small.yaml's training
-// recipe: the sum of hinges throughout these few iterations) at 64-d, for
-// a test.
-const learnConfig = `model:
+// tinyTERANYAML is the 64-d TERAN of the learning tests, up to its
+// image-model block's first line: each test adds the image model's keys
+// and its training recipe.
+const tinyTERANYAML = `model:
   name: teran
   embed-size: 64
   layers: 1
@@ -28,7 +28,12 @@ text-model:
   ff: 128
   max-positions: 64
 image-model:
-  feat-dim: 64
+`
+
+// learnConfig is TERAN MrSw (configs/teran-mrsw-small.yaml's training
+// recipe: the sum of hinges throughout these few iterations) at 64-d, for
+// a test.
+const learnConfig = tinyTERANYAML + `  feat-dim: 64
   transformer-layers: 1
   heads: 4
   ff: 128

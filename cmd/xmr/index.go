@@ -95,6 +95,9 @@ func runIndex(ctx context.Context, args []string) error {
 	if err := refuseCompat("index", indexCompat); err != nil {
 		return err
 	}
+	if err := checkWorkers(f.workers, false); err != nil {
+		return err
+	}
 	switch {
 	case f.checkpoint == "":
 		return usageErrorf("--checkpoint is required")
@@ -102,8 +105,6 @@ func runIndex(ctx context.Context, args []string) error {
 		return usageErrorf("--out is required")
 	case f.appendTo && f.overwrite:
 		return usageErrorf("give --append or --overwrite, not both")
-	case checkWorkers(f.workers, false) != nil:
-		return checkWorkers(f.workers, false)
 	case f.backend != "local" && f.backend != "weaviate":
 		return usageErrorf("--backend %q: want local or weaviate", f.backend)
 	case f.backend == "weaviate" && f.appendTo:

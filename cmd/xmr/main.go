@@ -252,3 +252,14 @@ func logLevel() slog.Level {
 	}
 	return l
 }
+
+// givenFlags returns the names of the flags that fs's command line set
+// (none when fs is nil), so that a default can depend on whether the user
+// chose a value.
+func givenFlags(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	if fs != nil {
+		fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	}
+	return given
+}

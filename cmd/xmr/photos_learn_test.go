@@ -19,21 +19,7 @@ const sharedPhotos = "../../../shared/data/flickr8k-photos"
 
 // photoLearnConfig is the photo recipe (configs/teran-photos.yaml:
 // standardised features, InfoNCE on MrSw) at 64-d, for a test.
-const photoLearnConfig = `model:
-  name: teran
-  embed-size: 64
-  layers: 1
-  heads: 4
-  ff: 128
-text-model:
-  name: bert
-  word-dim: 64
-  extraction-hidden-layer: 1
-  heads: 4
-  ff: 128
-  max-positions: 64
-image-model:
-  feat-dim: 1056
+const photoLearnConfig = tinyTERANYAML + `  feat-dim: 1056
   transformer-layers: 1
   heads: 4
   ff: 128

@@ -101,10 +101,7 @@ func runTrain(ctx context.Context, args []string) error {
 	case f.valImages < 1:
 		return usageErrorf("--val-images %d: want a number of dev images, at least 1", f.valImages)
 	}
-	given := map[string]bool{}
-	if trainFlagSet != nil {
-		trainFlagSet.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	}
+	given := givenFlags(trainFlagSet)
 	if given["config"] && f.config == "" {
 		return usageErrorf("--config is empty: give a YAML file or a built-in config name")
 	}
