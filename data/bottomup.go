@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sbinet/npyio/npz"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/progress"
 )
@@ -90,15 +91,19 @@ func ReadBottomUpImage(dir, id string) (*BottomUpImage, error) {
 // readNPZFeat opens the npz file at path and reads the header of its
 // "feat" array, (N,D) float, and its data when withData.
 func readNPZFeat(path string, withData bool) (npy.Header, []float32, error) {
-	z, err := npz.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return npy.Header{}, nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
-		}
+		return npy.Header{}, nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return npy.Header{}, nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
+	}
+	z, err := npz.NewReader(f, st.Size())
+	if err != nil {
 		return npy.Header{}, nil, fmt.Errorf("read %s: not an .npz (zip) file: %w", path, err)
 	}
-	defer z.Close()
 	return readFeatEntry(z, path, withData)
 }
 
@@ -384,7 +389,7 @@ func parallelFor(ctx context.Context, n, workers int, fn func(i int) error) erro
 // "id width height" (whitespace-separated, sizes in pixels). Blank lines
 // and lines starting with '#' are skipped.
 func LoadSizesFile(path string) (map[string][2]float32, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}
@@ -467,7 +472,7 @@ func LoadCOCOSizes(paths ...string) (map[string][2]float32, error) {
 }
 
 func readCOCOSizes(path string, m map[string][2]float32) error {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}

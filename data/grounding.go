@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // GroundedWord is a caption word with the regions it refers to.
@@ -48,7 +50,7 @@ type Grounding struct {
 // exist (real datasets have no such ground truth).
 func LoadGrounding(dir, split string) ([]Grounding, error) {
 	path := filepath.Join(dir, split+"_align.jsonl")
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Karpathy is a Karpathy split file (dataset_coco.json,
@@ -63,7 +64,7 @@ type kSentenceJSON struct {
 
 // LoadKarpathy reads the Karpathy split file at path.
 func LoadKarpathy(path string) (*Karpathy, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}

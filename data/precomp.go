@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/npy"
 )
 
@@ -383,7 +384,7 @@ func loadPrecompBoxes(s *Split, path, sizesPath string, pick pickFunc) error {
 
 // readCaptionFile reads a caption file (see ReadCaptions).
 func readCaptionFile(path string) ([]string, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}
@@ -437,7 +438,7 @@ func splitsIn(dir string) string {
 // final newline does not start an extra line, and a leading UTF-8 byte
 // order mark is dropped.
 func readLines(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}

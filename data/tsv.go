@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/npy"
 )
 
@@ -256,7 +256,7 @@ func ReadTSV(ctx context.Context, path string, fn func(*TSVRecord) error) error 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}

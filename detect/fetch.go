@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Where the weights come from.
@@ -80,7 +81,7 @@ func Verify(dir string) error {
 }
 
 func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return "", err
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/progress"
 )
 
@@ -373,7 +374,7 @@ func ComputeRelevance(ctx context.Context, m Metric, captions []string, perImage
 func openPartial(partial, sidecar string, want *relevanceState) (*os.File, int, error) {
 	rowBytes := int64(want.Images) * 4
 	done := 0
-	b, err := os.ReadFile(sidecar)
+	b, err := infile.ReadFile(sidecar)
 	switch {
 	case err == nil:
 		var st relevanceState
@@ -429,7 +430,7 @@ func writeRelevanceState(path string, st relevanceState) error {
 // exactly nCaptions*nImages*4 bytes; the error names the file and both
 // sizes. The whole matrix is read into memory (500 MB for COCO 5K).
 func ReadRelevance(path string, nCaptions, nImages int) (*Matrix, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read relevance: %w", err)
 	}

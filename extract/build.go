@@ -16,6 +16,7 @@ import (
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/progress"
 )
@@ -244,6 +245,7 @@ func Build(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o 
 		return nil, fmt.Errorf("extract: %w", err)
 	}
 	defer lock.Release()
+	removeStaleTemps(out)
 	if err := checkOut(out, e.Identity()); err != nil {
 		return nil, err
 	}
@@ -318,6 +320,38 @@ func Build(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o 
 	return rep, nil
 }
 
+// outputPatterns are the names of the files an extract writes in its
+// output, its global/ folder and its parts folder.
+var outputPatterns = []string{"*_ims.npy", "*_boxes.npy", "*_ids.txt", "*_nregions.npy", "*_sizes.npy", "*_caps.txt", FileName, "*.part"}
+
+// removeStaleTemps removes the temporary files that a killed run left
+// beside the files it writes (a kill during the join left a
+// .test_ims.npy.tmp-* of the features' size): with the output locked, no
+// writer of them is alive. Other files are left alone.
+func removeStaleTemps(out string) {
+	for _, dir := range []string{out, filepath.Join(out, "global"), filepath.Join(out, PartsDir)} {
+		temps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
+		for _, t := range temps {
+			base := filepath.Base(t)
+			name := strings.TrimPrefix(base[:strings.LastIndex(base, ".tmp-")], ".")
+			ours := false
+			for _, pat := range outputPatterns {
+				if ok, _ := filepath.Match(pat, name); ok {
+					ours = true
+				}
+			}
+			if !ours {
+				continue
+			}
+			if err := os.Remove(t); err != nil {
+				slog.Warn("extract: cannot remove a killed run's temporary file", "file", t, "err", err)
+				continue
+			}
+			slog.Info("extract: removed a killed run's temporary file", "file", t)
+		}
+	}
+}
+
 // checkOut refuses an output directory that holds features of another
 // extractor, or precomp features of unknown provenance.
 func checkOut(out string, id Identity) error {
@@ -366,7 +400,7 @@ func chunkIDs(s *SplitSpec, c, size int) []string {
 
 // readPart reads a part file; a missing one is (nil, nil).
 func readPart(path string) (*part, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -504,9 +504,30 @@ func TestBuildJoinCutShort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The killed join's temporary files (scripts/torture photos found
+	// one left after the next run), and a file of the user's that only
+	// looks like one.
+	stale := []string{filepath.Join(out, ".test_ims.npy.tmp-976778927"), filepath.Join(out, "global", ".train_ims.npy.tmp-1")}
+	mine := filepath.Join(out, ".notes.txt.tmp-5")
+	if err := os.MkdirAll(filepath.Join(out, "global"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(stale, mine) {
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rep, err := Build(context.Background(), e, out, splits, BuildOptions{ChunkSize: 2, JoinOnly: true})
 	if err != nil || !rep.Joined {
 		t.Fatalf("join after a cut-short join: %+v, %v", rep, err)
+	}
+	for _, p := range stale {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("the killed join's temporary %s is still there", p)
+		}
+	}
+	if err := os.Remove(mine); err != nil {
+		t.Fatalf("a file that is not extract's was touched: %v", err)
 	}
 	sameFiles(t, files(t, ref), files(t, out))
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/synth"
 )
 
@@ -84,7 +85,7 @@ func FolderItems(dir string) ([]Item, error) {
 // order. Errors name the file and line, or the images without enough
 // captions.
 func ReadCaptionFile(path, dir string, items []Item) ([][]string, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read captions %s: %w", path, unwrapPath(err))
 	}
@@ -175,7 +176,7 @@ func WorldSplits(dir string, names []string) ([]SplitSpec, error) {
 		}
 		s := m.Splits[i]
 		capsPath := filepath.Join(dir, s.Name+"_caps.txt")
-		cf, err := os.Open(capsPath)
+		cf, err := infile.Open(capsPath)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", capsPath, unwrapPath(err))
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Identity says which extractor made a set of features: models trained on
@@ -106,7 +107,7 @@ type SplitRecord struct {
 // has none (features of unknown provenance).
 func ReadRecord(dir string) (*Record, error) {
 	path := filepath.Join(dir, FileName)
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

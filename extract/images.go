@@ -10,6 +10,7 @@ import (
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/npy"
 )
 
@@ -130,7 +131,7 @@ func LoadImages(dir, split string) (*ImageSet, error) {
 		return nil, fmt.Errorf("read %s_ims.npy: shape %s: want (N,R,D) or (N,D)", base, npy.FormatShape(ims.Shape))
 	}
 	s.Images = g
-	b, err := os.ReadFile(base + "_ids.txt")
+	b, err := infile.ReadFile(base + "_ids.txt")
 	if err != nil {
 		return nil, fmt.Errorf("read %s_ids.txt: %w", base, unwrapPath(err))
 	}

@@ -27,6 +27,12 @@ type BuildOptions struct {
 	Encode *model.EncodeOptions
 	// Progress shows progress bars (or log lines off a terminal).
 	Progress bool
+	// Layout says how the vectors are stored (LayoutAuto: compressed
+	// when the index will hold more than AutoCompressItems images, or
+	// captions); Dsub is the compressed layout's subspace width (0: the
+	// default).
+	Layout Layout
+	Dsub   int
 }
 
 // Stats describes what Build added.
@@ -52,6 +58,11 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 		return nil, err
 	}
 	defer w.Abort()
+	lo := LayoutOptions{Images: c.Images.Len(), Captions: len(c.Captions)}
+	if o != nil {
+		lo.Layout, lo.Dsub = o.Layout, o.Dsub
+	}
+	w.SetLayout(lo)
 	st, err := Encode(ctx, m, c, w, o)
 	if err != nil {
 		return nil, err

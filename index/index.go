@@ -16,7 +16,12 @@
 // product-quantised codes (pq.go) or, on request, int8 codes (quant.go),
 // with the best candidates rescored exactly in float32; on large
 // collections an inverted file over the region and word vectors (ivf.go)
-// or the global vectors (prune.go) first picks the candidates. Searcher is
+// or the global vectors (prune.go) first picks the candidates. Large
+// collections are stored compressed by default (residual.go): each vector
+// as its cell of the inverted file and a product-quantised residual,
+// nothing in float32, searched through what fits in memory (the cells'
+// lists and each vector's cell) and the codes of a bounded number of
+// candidates. Searcher is
 // the interface that xmr search and xmr serve use: an Index, or an index
 // held by another engine (package weaviate).
 package index
@@ -31,6 +36,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -77,7 +83,7 @@ var ErrNotIndex = errors.New("not an xmr index")
 // readManifest reads and checks dir's manifest.
 func readManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, manifestFile)
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if _, serr := os.Stat(dir); serr != nil {
 			return nil, fmt.Errorf("open index: %w (%w)", serr, ErrNotIndex)
@@ -131,13 +137,16 @@ type OpenOptions struct {
 	// (their headers are always checked): faster opening of large indexes
 	// whose files are trusted.
 	SkipChecksums bool
-	// Preload reads every part of every segment but its float32 region,
-	// word and global vectors (offsets, positions, the int8 and 4-bit
-	// codes with their scales and codebooks, the inverted files, the
-	// global sketches and codes; a search reads some of them, depending on
-	// its options) into the page cache when the index opens, so that the
-	// first searches do not wait for the disk. The float32 vectors, read
-	// only for re-ranking and --exact, are left where they are.
+	// Preload reads what searches keep in memory into the page cache when
+	// the index opens, so that the first searches do not wait for the
+	// disk (Index.Resident says how much): of a segment with float32
+	// vectors, every part but its float32 region, word and global vectors
+	// (offsets, positions, the int8 and 4-bit codes with their scales and
+	// codebooks, the inverted files, the global sketches and codes); of a
+	// compressed segment, its offsets, cells, the cells' lists, centroids
+	// and codebook. The float32 vectors, read only for re-ranking and
+	// --exact, and the compressed codes, read per candidate, are left
+	// where they are.
 	Preload bool
 }
 
@@ -259,6 +268,24 @@ func (ix *Index) Len() (images, captions int) {
 		captions += s.header.Items
 	}
 	return images, captions
+}
+
+// Resident returns the bytes of the images' and captions' segments that
+// searches keep in memory (the parts Preload reads).
+func (ix *Index) Resident() (images, captions int64) {
+	for _, s := range ix.images {
+		images += s.residentBytes()
+	}
+	for _, s := range ix.captions {
+		captions += s.residentBytes()
+	}
+	return images, captions
+}
+
+// Compressed reports whether every segment of the images and of the
+// captions is stored compressed (no float32 vectors).
+func (ix *Index) Compressed() (images, captions bool) {
+	return allResidual(ix.images), allResidual(ix.captions)
 }
 
 // Model returns the model that encoded the index (read from the index

@@ -400,38 +400,14 @@ func ivfCandidates(ctx context.Context, segs []*segment, q []float32, pq *packed
 		}
 		probed[v.id] = cells
 	}
-	type found struct {
-		items  []int32
-		scores []float32
-	}
-	res := make([]found, len(segs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for si, seg := range segs {
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			res[si].items, res[si].scores = rateProbed(seg, probed[seg.ivf.id], pq, s, queryIsText)
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	res := make([]rated, len(segs))
+	err := eachSegment(ctx, segs, func(si int, seg *segment) {
+		res[si].items, res[si].scores = rateProbed(seg, probed[seg.ivf.id], pq, s, queryIsText)
+	})
+	if err != nil {
 		return nil, err
 	}
-	var all []float32
-	var who []candidate
-	base := 0
-	for si, seg := range segs {
-		for i, it := range res[si].items {
-			all = append(all, res[si].scores[i])
-			who = append(who, candidate{item: base + int(it), row: int(it), seg: seg})
-		}
-		base += seg.header.Items
-	}
+	all, who := flatten(segs, res)
 	top := model.TopK(all, min(n, len(all)))
 	out := make([]candidate, len(top))
 	for i, h := range top {
@@ -487,4 +463,48 @@ func rateProbed(seg *segment, cells []int, q *packedQuery, s model.Scoring, quer
 		i = j
 	}
 	return items, scores
+}
+
+// rated is the items of one segment that a pruned search met (ascending)
+// and their ratings.
+type rated struct {
+	items  []int32
+	scores []float32
+}
+
+// eachSegment runs f(i, segs[i]) for every segment, at most GOMAXPROCS at
+// once, starting no more once ctx is cancelled; it returns ctx's error.
+func eachSegment(ctx context.Context, segs []*segment, f func(i int, seg *segment)) error {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for si, seg := range segs {
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(si, seg)
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// flatten returns the rated items of every segment (res[i] of segs[i]) as
+// candidates, item numbers running on from one segment to the next, and
+// their ratings.
+func flatten(segs []*segment, res []rated) ([]float32, []candidate) {
+	var all []float32
+	var who []candidate
+	base := 0
+	for si, seg := range segs {
+		for i, it := range res[si].items {
+			all = append(all, res[si].scores[i])
+			who = append(who, candidate{item: base + int(it), row: int(it), seg: seg})
+		}
+		base += seg.header.Items
+	}
+	return all, who
 }

@@ -222,24 +222,14 @@ func (cb *pqCodebook) pqLUTs(vecs []float32) *pqQuery {
 	for p := 0; p < pairs; p++ {
 		q.luts = append(q.luts, make([]byte, 2*16*cb.m))
 	}
-	t := make([]float32, cb.m*pqCentroids)
+	ft := cb.floatTables(vecs)
 	mins := make([]float32, cb.m)
-	buf := make([]float32, cb.dsub)
 	for v := 0; v < n; v++ {
-		x := vecs[v*cb.dim : (v+1)*cb.dim]
+		t := ft[v*cb.m*pqCentroids : (v+1)*cb.m*pqCentroids]
 		var span float32
 		var bias float64
 		for s := 0; s < cb.m; s++ {
-			sub := cb.sub(x, s, buf)
 			row := t[s*pqCentroids : (s+1)*pqCentroids]
-			for c := range row {
-				cent := cb.centroids[(s*pqCentroids+c)*cb.dsub:]
-				var d float32
-				for k, e := range sub {
-					d += e * cent[k]
-				}
-				row[c] = d
-			}
 			lo, hi := row[0], row[0]
 			for _, d := range row[1:] {
 				lo, hi = min(lo, d), max(hi, d)

@@ -271,7 +271,8 @@ func TestPQSegmentVersions(t *testing.T) {
 		{"flipped code", func(b []byte) []byte { b[h.Sections[secPQCodes].Offset+3] ^= 0x40; return b }, `section "pqcodes": checksum mismatch`},
 		{"flipped centroid", func(b []byte) []byte { b[h.Sections[secPQCodebook].Offset+1] ^= 0x40; return b }, `section "pqcodebook": checksum mismatch`},
 		{"truncated codes", func(b []byte) []byte { return b[:h.Sections[secPQCodes].Offset+10] }, "truncated or corrupt"},
-		{"version 3", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 3); return b }, "rebuild the index"},
+		{"version 2 labelled 3 (compressed)", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 3); return b }, `section "alphas" missing`},
+		{"version 4", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 4); return b }, "rebuild the index"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -322,6 +323,17 @@ func FuzzParseSegment(f *testing.F) {
 	}
 	f.Add(seed)
 	f.Add(seed[:len(seed)/2])
+	// A compressed segment (format version 3).
+	qz := quantizerFor(items)
+	vecs := items.Vecs[:items.Offsets[items.Len()]*items.Dim]
+	cellOf := qz.assign(vecs)
+	if err := writeCompressedSegment(p, "images", "sha256:test", items, qz, trainResidual(vecs, items.Dim, cellOf, qz, 4), cellOf); err != nil {
+		f.Fatal(err)
+	}
+	if seed, err = os.ReadFile(p); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < segPrefix {
 			return
@@ -339,6 +351,20 @@ func FuzzParseSegment(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
+		if s.res != nil && s.header.Dim <= 4096 {
+			q := make([]float32, 3*s.header.Dim)
+			for i := range q {
+				q[i] = 0.1
+			}
+			segs := []*segment{s}
+			rq := newResQuery(segs, q, s.header.Dim)
+			if _, err := scoreResidual(context.Background(), s.res, rq, model.MrSw, true); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := resCandidates(context.Background(), segs, rq, 3, 2, model.MrSw, true); err != nil {
+				t.Fatal(err)
+			}
+		}
 		// --explain on the segment's first item, as an image and as a
 		// caption: its positions name regions and words.
 		if d := s.header.Dim; s.header.Items > 0 && d > 0 && d <= 4096 {
@@ -347,8 +373,8 @@ func FuzzParseSegment(f *testing.F) {
 				q.Vecs[i] = 0.1
 			}
 			words, boxes := []string{"a", "b"}, [][4]float32{{0, 0, 1, 1}, {0, 0, 0.5, 0.5}}
-			explain(model.MatchWords(s.emb, 0, q, 0), words, boxes)
-			explain(model.MatchWords(q, 0, s.emb, 0), words, boxes)
+			explain(model.MatchWords(s.item(0), 0, q, 0), words, boxes)
+			explain(model.MatchWords(q, 0, s.item(0), 0), words, boxes)
 		}
 	})
 }

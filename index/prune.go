@@ -140,8 +140,9 @@ func globalCandidates(segs []*segment, g []float32, d, n int) []candidate {
 }
 
 // scoreCandidates scores the query against the candidates with the
-// fine-grained alignment on the int8 codes, in parallel.
-func scoreCandidates(ctx context.Context, cands []candidate, q *packedQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
+// fine-grained alignment on the int8 codes (residual codes, through rq, for
+// those of compressed segments), in parallel.
+func scoreCandidates(ctx context.Context, cands []candidate, q *packedQuery, rq *resQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
 	out := make([]float32, len(cands))
 	const chunk = 64
 	tasks := make(chan int)
@@ -151,9 +152,14 @@ func scoreCandidates(ctx context.Context, cands []candidate, q *packedQuery, s m
 		go func() {
 			defer wg.Done()
 			var sc codeScratch
+			var rs resScratch
 			for lo := range tasks {
 				for i := lo; i < min(lo+chunk, len(cands)); i++ {
 					c := cands[i]
+					if c.seg.res != nil {
+						rs.score(c.seg.res, rq, s, queryIsText, c.row, c.row+1, out[i:i+1])
+						continue
+					}
 					sc.score(c.seg.codes, q, s, queryIsText, c.row, c.row+1, out[i:i+1])
 				}
 			}

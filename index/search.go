@@ -23,16 +23,20 @@ type SearchOptions struct {
 	// Exact scores every item with its float32 vectors. By default,
 	// alignment scorings run on the 4-bit product-quantised codes (pq.go;
 	// the int8 codes in segments of format version 1), and the best Rerank
-	// candidates are scored again, exactly, in float32.
+	// candidates are scored again, exactly, in float32. An index stored
+	// compressed (residual.go) has no float32 vectors: Exact is an error
+	// wrapping ErrNoFloat32.
 	Exact bool
-	// Int8 scores on the int8 codes instead of the product-quantised ones.
-	// (A pruned search, see Candidates, always scores its candidates on
-	// the int8 codes, and re-ranks as for them.)
+	// Int8 scores on the int8 codes instead of the product-quantised ones
+	// (an error on an index stored compressed, which has none). (A pruned
+	// search, see Candidates, always scores its candidates on the int8
+	// codes, and re-ranks as for them.)
 	Int8 bool
 	// Rerank is how many of the best compressed-code candidates are
-	// rescored in float32 (0: max(10 K, 100) on the int8 codes, max(10 K,
-	// 300) on the product-quantised ones, whose scores are coarser); a
-	// negative value keeps the compressed scores.
+	// rescored in float32, or, stored compressed, with their codes decoded
+	// exactly (0: max(10 K, 100) on the int8 and compressed codes,
+	// max(10 K, 300) on the product-quantised ones, whose scores are
+	// coarser); a negative value keeps the compressed scores.
 	Rerank int
 	// Candidates, when positive, prunes: only that many items are scored
 	// with the fine-grained alignment, those that the inverted file of
@@ -217,7 +221,7 @@ func (ix *Index) imageVectors(ctx context.Context, imageID string) (*model.Embed
 	if err != nil {
 		return nil, ImageRow{}, err
 	}
-	return seg.emb.Slice(i, i+1), row, nil
+	return seg.item(i), row, nil
 }
 
 // Search returns the items that an encoded query matches best: images for
@@ -257,7 +261,7 @@ func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bo
 			}
 			res.Image = &row
 			if o != nil && o.Explain {
-				res.Explain = explain(model.MatchWords(seg.emb, i, q, 0), words, row.Boxes)
+				res.Explain = explain(model.MatchWords(seg.item(i), 0, q, 0), words, row.Boxes)
 			}
 		} else {
 			cp, err := ix.cat.caption(ctx, h.Index)
@@ -266,7 +270,7 @@ func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bo
 			}
 			res.Caption = &cp
 			if o != nil && o.Explain {
-				res.Explain = explain(model.MatchWords(q, 0, seg.emb, i), strings.Fields(cp.Text), queryBoxes)
+				res.Explain = explain(model.MatchWords(q, 0, seg.item(i), 0), strings.Fields(cp.Text), queryBoxes)
 			}
 		}
 		out = append(out, res)
@@ -284,9 +288,20 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 	for _, seg := range segs {
 		total += seg.header.Items
 	}
+	if anyResidual(segs) {
+		switch {
+		case o != nil && o.Exact:
+			return nil, fmt.Errorf("search --exact: index %s: %w (it was built compressed: search it without --exact, or rebuild it with xmr index --keep-float32)", ix.dir, ErrNoFloat32)
+		case o != nil && o.Int8 && s.Alignment():
+			return nil, fmt.Errorf("search --int8: index %s holds no int8 codes of its vectors, only residual codes (it was built compressed): search it without --int8", ix.dir)
+		}
+	}
 	// Pruning compares global vectors by cosine: it serves the alignment
 	// scorings and the global cosine, not other global scorings.
 	if c := o.candidates(total); c > 0 && !(o != nil && o.Exact) && (s.Alignment() || s == model.Global) {
+		if s.Alignment() && allResidual(segs) {
+			return rankResidual(ctx, segs, q, s, queryIsText, o, c)
+		}
 		return rankPruned(ctx, segs, q, s, queryIsText, o, c)
 	}
 	if !s.Alignment() || (o != nil && o.Exact) {
@@ -309,21 +324,30 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 }
 
 // scoreCompressed scores q against every item of segs on their compressed
-// codes: the product-quantised ones (pq.go) unless int8 is asked for or a
-// segment (format version 1) has none; pq says which.
+// codes: the residual codes of a compressed segment (residual.go), else
+// the product-quantised ones (pq.go) unless int8 is asked for or a segment
+// (format version 1) has none; pq says that some were scored on the
+// (coarser) product-quantised codes.
 func scoreCompressed(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText, int8 bool) (scores []float32, pq bool, err error) {
 	for _, seg := range segs {
-		int8 = int8 || seg.pq == nil
+		int8 = int8 || (seg.pq == nil && seg.res == nil)
 	}
 	var packed *packedQuery
 	if int8 {
 		packed = packQuery(q.Item(0), q.Dim)
 	}
+	var rq *resQuery
+	if anyResidual(segs) {
+		rq = newResQuery(segs, q.Item(0), q.Dim)
+	}
 	for _, seg := range segs {
 		var sc []float32
-		if int8 {
+		switch {
+		case seg.res != nil:
+			sc, err = scoreResidual(ctx, seg.res, rq, s, queryIsText)
+		case int8:
 			sc, err = scoreCodes(ctx, seg.codes, packed, s, queryIsText)
-		} else {
+		default:
 			sc, err = scorePQ(ctx, seg.pq, seg.pq.cb.pqLUTs(q.Item(0)), s, queryIsText)
 		}
 		if err != nil {
@@ -331,7 +355,7 @@ func scoreCompressed(ctx context.Context, segs []*segment, q *model.Embeddings, 
 		}
 		scores = append(scores, sc...)
 	}
-	return scores, !int8, nil
+	return scores, !int8 && !allResidual(segs), nil
 }
 
 // rankPruned ranks c candidates (from the inverted files for an alignment
@@ -357,13 +381,23 @@ func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s mod
 	if s == model.Global {
 		return rescore(ctx, segs, hits, q, s, queryIsText, o.k())
 	}
-	scores, err := scoreCandidates(ctx, cands, packed, s, queryIsText)
+	var rq *resQuery
+	if anyResidual(segs) {
+		rq = newResQuery(segs, q.Item(0), q.Dim)
+	}
+	scores, err := scoreCandidates(ctx, cands, packed, rq, s, queryIsText)
 	if err != nil {
 		return nil, err
 	}
+	return rerankBest(ctx, segs, cands, scores, q, s, queryIsText, o)
+}
+
+// rerankBest returns the best o.k() of the candidates by their compressed
+// scores, or, unless re-ranking is off, the best o.rerank(false) of them
+// rescored exactly (rescore).
+func rerankBest(ctx context.Context, segs []*segment, cands []candidate, scores []float32, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions) ([]model.Hit, error) {
 	rr := o.rerank(false)
-	r := max(rr, o.k())
-	top := model.TopK(scores, r)
+	top := model.TopK(scores, max(rr, o.k()))
 	best := make([]model.Hit, len(top))
 	for i, h := range top {
 		best[i] = model.Hit{Index: cands[h.Index].item, Score: h.Score}
@@ -399,9 +433,9 @@ func scoreExact(ctx context.Context, segs []*segment, q *model.Embeddings, s mod
 		if pq != nil {
 			sc, err = scoreFloats(ctx, seg.emb, pq, s, queryIsText)
 		} else if queryIsText {
-			sc, err = model.ScoreMatrix(ctx, seg.emb, q, s) // (items x 1)
+			sc, err = model.ScoreMatrix(ctx, seg.globals(), q, s) // (items x 1)
 		} else {
-			sc, err = model.ScoreMatrix(ctx, q, seg.emb, s) // (1 x items)
+			sc, err = model.ScoreMatrix(ctx, q, seg.globals(), s) // (1 x items)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("search %s: %w", seg.path, err)
@@ -431,6 +465,12 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	// Ask for every candidate's vectors at once: on an index larger than
 	// the page cache they are scattered reads from disk.
 	for _, w := range where {
+		if w.seg.res != nil {
+			v := w.seg.res
+			bs := 16 * v.cb.m
+			mmap.WillNeed(v.codes[v.offsets[w.row]/pqBlock*bs : pqBlocks(v.offsets[w.row+1])*bs])
+			continue
+		}
 		e := w.seg.emb
 		mmap.WillNeed(bytesOf(e.Vecs[e.Offsets[w.row]*e.Dim : e.Offsets[w.row+1]*e.Dim]))
 	}
@@ -438,12 +478,22 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	var err error
 	if s.Alignment() {
 		pq := packFloats(q.Item(0), q.Dim)
+		var rq *resQuery
+		if anyResidual(segs) {
+			rq = newResQuery(segs, q.Item(0), q.Dim)
+		}
 		sc = make([]float32, len(cand))
-		// Candidates in tasks of 8, each scored from its own segment.
+		// Candidates in tasks of 8, each scored from its own segment:
+		// float32 vectors, or compressed codes decoded exactly.
 		err = forRanges(ctx, len(cand), 8, func() func(lo, hi int) {
 			var fs floatScratch
+			var rs resScratch
 			return func(lo, hi int) {
 				for i := lo; i < hi; i++ {
+					if v := where[i].seg.res; v != nil {
+						sc[i] = rs.exact(v, rq, s, queryIsText, where[i].row)
+						continue
+					}
 					fs.score(where[i].seg.emb, pq, s, queryIsText, where[i].row, where[i].row+1, sc[i:i+1])
 				}
 			}
@@ -451,7 +501,7 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	} else {
 		g := &model.Embeddings{}
 		for _, w := range where {
-			if err := g.Append(w.seg.emb.Slice(w.row, w.row+1)); err != nil {
+			if err := g.Append(w.seg.item(w.row)); err != nil {
 				return nil, err
 			}
 		}

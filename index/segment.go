@@ -9,12 +9,12 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/mmap"
 	"github.com/xmr-project/xmr/model"
 )
@@ -93,8 +93,15 @@ type segmentHeader struct {
 	Dim      int                `json:"dim"`
 	Model    string             `json:"model"`           // fingerprint of the model that encoded it
 	Cells    int                `json:"cells,omitempty"` // cells of the inverted file (0: none)
-	PQ       *pqHeader          `json:"pq,omitempty"`
+	PQ       *pqHeader          `json:"pq,omitempty"`    // version 2: the codes' quantiser; version 3: the residuals'
+	Lists    int                `json:"lists,omitempty"` // version 3: entries of the cells' item lists
 	Sections map[string]section `json:"sections"`
+}
+
+// namedArray is a section's content as writeSections writes it.
+type namedArray struct {
+	name string
+	data []byte
 }
 
 // writeSegment writes e as a segment file at path, atomically, with an
@@ -108,15 +115,8 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 	if n > 0 {
 		first, last = e.Offsets[0], e.Offsets[n]
 	}
-	// A NaN or an infinity scores nothing a reader can rank (and fails to
-	// encode as JSON): refuse it here rather than write it.
-	if k, ok := firstNonFinite(e.Global[:n*d]); ok {
-		return fmt.Errorf("write %s: %s item %d: global vector element %d is %v; the model's %s vectors must be finite",
-			path, modality, k/d, k%d, e.Global[k], modality)
-	}
-	if k, ok := firstNonFinite(e.Vecs[first*d : last*d]); ok {
-		return fmt.Errorf("write %s: %s item %d: vector %d element %d is %v; the model's %s vectors must be finite",
-			path, modality, itemOf(e.Offsets[:n+1], first+k/d), first+k/d, k%d, e.Vecs[first*d+k], modality)
+	if err := checkFinite(path, modality, e); err != nil {
+		return err
 	}
 	offsets := make([]int64, n+1)
 	for i := range offsets {
@@ -134,10 +134,7 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 	}
 	cb := trainPQ(e.Vecs[first*d:last*d], d, pqDsubFor(d))
 	pqCodes := cb.encode(e.Vecs[first*d : last*d])
-	arrays := []struct {
-		name string
-		data []byte
-	}{
+	arrays := []namedArray{
 		{secOffsets, bytesOf(offsets)},
 		{secPos, bytesOf(e.Pos[first:last])},
 		{secGlobal, bytesOf(e.Global[:n*d])},
@@ -156,6 +153,32 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 	}
 	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint,
 		Cells: cells, Sections: map[string]section{}, PQ: &pqHeader{Subspaces: cb.m, Dsub: cb.dsub}}
+	return writeSections(path, &h, segVersion, arrays)
+}
+
+// checkFinite refuses embeddings with a NaN or an infinity, which score
+// nothing a reader can rank (and fail to encode as JSON), naming the item.
+func checkFinite(path, modality string, e *model.Embeddings) error {
+	n, d := e.Len(), e.Dim
+	first, last := 0, 0
+	if n > 0 {
+		first, last = e.Offsets[0], e.Offsets[n]
+	}
+	if k, ok := firstNonFinite(e.Global[:n*d]); ok {
+		return fmt.Errorf("write %s: %s item %d: global vector element %d is %v; the model's %s vectors must be finite",
+			path, modality, k/d, k%d, e.Global[k], modality)
+	}
+	if k, ok := firstNonFinite(e.Vecs[first*d : last*d]); ok {
+		return fmt.Errorf("write %s: %s item %d: vector %d element %d is %v; the model's %s vectors must be finite",
+			path, modality, itemOf(e.Offsets[:n+1], first+k/d), first+k/d, k%d, e.Vecs[first*d+k], modality)
+	}
+	return nil
+}
+
+// writeSections writes a segment file at path, atomically: the prefix,
+// h (its sections filled in) and the arrays, each at a multiple of 64
+// bytes.
+func writeSections(path string, h *segmentHeader, version uint32, arrays []namedArray) error {
 	// The header's size depends on the offsets it lists: lay the sections
 	// out after a generous header bound, then pad the header to it.
 	hdrCap := int64(1024)
@@ -177,7 +200,7 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 			bw := bufio.NewWriterSize(w, 1<<20)
 			var pre [segPrefix]byte
 			copy(pre[:], segMagic)
-			binary.LittleEndian.PutUint32(pre[8:], segVersion)
+			binary.LittleEndian.PutUint32(pre[8:], version)
 			binary.LittleEndian.PutUint32(pre[12:], uint32(len(hb)))
 			binary.LittleEndian.PutUint32(pre[16:], crc32.Checksum(hb, crcTable))
 			pos := int64(0)
@@ -216,13 +239,14 @@ type segment struct {
 	codes  *codeView         // the quantized vectors, views into data
 	global *globalView       // sketches and codes of the global vectors
 	ivf    *ivfView          // the inverted file of the vectors, or nil
-	pq     *pqView           // the product-quantised vectors; nil in a version 1 segment
+	pq     *pqView           // the product-quantised vectors; nil in a version 1 or 3 segment
+	res    *resView          // version 3 (residual.go): the compressed vectors; nil otherwise
 }
 
 // openSegment maps path and checks its structure and, unless skipCRC, the
 // checksums of its sections.
 func openSegment(path string, skipCRC bool) (*segment, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open segment: %w", err)
 	}
@@ -261,9 +285,10 @@ func (s *segment) parse(skipCRC bool) error {
 		return fmt.Errorf("not an xmr index segment (magic %q, want %q)", b[:8], segMagic)
 	}
 	version := binary.LittleEndian.Uint32(b[8:])
-	if version != segVersion && version != segVersionInt8 {
-		return fmt.Errorf("format version %d; this xmr reads versions %d and %d: rebuild the index with this xmr", version, segVersionInt8, segVersion)
+	if version != segVersion && version != segVersionInt8 && version != segVersionResidual {
+		return fmt.Errorf("format version %d; this xmr reads versions %d to %d: rebuild the index with this xmr", version, segVersionInt8, segVersionResidual)
 	}
+	compressed := version == segVersionResidual
 	hl := int64(binary.LittleEndian.Uint32(b[12:]))
 	if hl > maxHeaderSize || segPrefix+hl > int64(len(b)) {
 		return fmt.Errorf("header of %d bytes does not fit in the %d-byte file: truncated or corrupt", hl, len(b))
@@ -296,13 +321,31 @@ func (s *segment) parse(skipCRC bool) error {
 		secGCodes:  int64(h.Items) * int64(codeDim(h.Dim)),
 		secGScales: 4 * int64(h.Items),
 	}
-	if h.Cells > 0 {
+	if compressed {
+		if h.Cells <= 0 || h.Lists < 0 || int64(h.Lists) > int64(h.Vectors) {
+			return fmt.Errorf("header: compressed segment with %d cells and %d list entries for %d vectors (want cells > 0, entries at most the vectors)", h.Cells, h.Lists, h.Vectors)
+		}
+		if err := checkPQ(h); err != nil {
+			return err
+		}
+		delete(want, secGlobal)
+		delete(want, secVectors)
+		delete(want, secCodes)
+		delete(want, secScales)
+		want[secIVFCentroids] = 4 * int64(h.Cells) * int64(h.Dim)
+		want[secIVFOffsets] = 8 * int64(h.Cells+1)
+		want[secIVFItems] = 4 * int64(h.Lists)
+		want[secCells] = 2 * int64(h.Vectors)
+		want[secAlphas] = int64(h.Vectors)
+		want[secResCodebook] = 4 * int64(h.PQ.Subspaces) * pqCentroids * int64(h.PQ.Dsub)
+		want[secResCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(h.PQ.Subspaces)
+	} else if h.Cells > 0 {
 		want[secIVFCentroids] = 4 * int64(h.Cells) * int64(h.Dim)
 		want[secIVFOffsets] = 8 * int64(h.Cells+1)
 		want[secIVFVectors] = 4 * int64(h.Vectors)
 		want[secIVFItems] = 4 * int64(h.Vectors)
 	}
-	if version >= segVersion {
+	if version == segVersion {
 		if err := checkPQ(h); err != nil {
 			return err
 		}
@@ -310,7 +353,13 @@ func (s *segment) parse(skipCRC bool) error {
 		want[secPQCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(h.PQ.Subspaces)
 	}
 	raw := map[string][]byte{}
-	for name, size := range want {
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the same error every time for a file with several faults
+	for _, name := range names {
+		size := want[name]
 		sec, ok := h.Sections[name]
 		if !ok {
 			return fmt.Errorf("section %q missing", name)
@@ -353,7 +402,18 @@ func (s *segment) parse(skipCRC bool) error {
 			return fmt.Errorf("section %q: vector %d has position %d; positions (region or word numbers) are not negative", secPos, k, p)
 		}
 	}
-	if h.Cells > 0 {
+	if compressed {
+		v := &resView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
+			id:     quantizerID{h.Sections[secIVFCentroids].CRC32C, h.Cells},
+			cellOf: sliceOf[uint16](raw[secCells]), alphas: sliceOf[int8](raw[secAlphas]), listOff: sliceOf[int64](raw[secIVFOffsets]), listItems: sliceOf[int32](raw[secIVFItems]),
+			cb:    &pqCodebook{dim: h.Dim, dsub: h.PQ.Dsub, m: h.PQ.Subspaces, centroids: sliceOf[float32](raw[secResCodebook])},
+			cbID:  quantizerID{h.Sections[secResCodebook].CRC32C, h.PQ.Subspaces},
+			codes: raw[secResCodes], offsets: e.Offsets}
+		if err := v.check(h.Items); err != nil {
+			return err
+		}
+		s.res = v
+	} else if h.Cells > 0 {
 		v := &ivfView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
 			off: sliceOf[int64](raw[secIVFOffsets]), vecs: sliceOf[int32](raw[secIVFVectors]),
 			items: sliceOf[int32](raw[secIVFItems]), id: quantizerID{h.Sections[secIVFCentroids].CRC32C, h.Cells}}
@@ -366,7 +426,7 @@ func (s *segment) parse(skipCRC bool) error {
 	// computes over whatever it wrote: they are scanned for NaN and
 	// infinities too (with the CRCs, as both read every byte).
 	if !skipCRC {
-		for _, name := range []string{secGlobal, secVectors, secScales, secGScales, secIVFCentroids, secPQCodebook} {
+		for _, name := range []string{secGlobal, secVectors, secScales, secGScales, secIVFCentroids, secPQCodebook, secResCodebook} {
 			v := sliceOf[float32](raw[name])
 			if k, ok := firstNonFinite(v); ok {
 				return fmt.Errorf("section %q: element %d is %v; an index holds finite numbers only: rebuild it", name, k, v[k])
@@ -374,27 +434,30 @@ func (s *segment) parse(skipCRC bool) error {
 		}
 	}
 	s.emb = e
-	s.codes = &codeView{cd: codeDim(h.Dim), codes: sliceOf[int8](raw[secCodes]), scales: sliceOf[float32](raw[secScales]), offsets: e.Offsets}
+	if !compressed {
+		s.codes = &codeView{cd: codeDim(h.Dim), codes: sliceOf[int8](raw[secCodes]), scales: sliceOf[float32](raw[secScales]), offsets: e.Offsets}
+	}
 	s.global = &globalView{sketch: sliceOf[uint64](raw[secSketch]), words: sketchWords(h.Dim), cd: codeDim(h.Dim),
 		codes: sliceOf[int8](raw[secGCodes]), scales: sliceOf[float32](raw[secGScales])}
-	if h.PQ != nil && version >= segVersion {
+	if h.PQ != nil && version == segVersion {
 		cb := &pqCodebook{dim: h.Dim, dsub: h.PQ.Dsub, m: h.PQ.Subspaces, centroids: sliceOf[float32](raw[secPQCodebook])}
 		s.pq = &pqView{cb: cb, codes: raw[secPQCodes], offsets: e.Offsets}
 	}
 	return nil
 }
 
-// preload reads every section but the float32 vectors and global vectors
-// (those a compressed or pruned search reads: codes, lists, sketches,
-// centroids, codebooks) into the page cache, one byte of each page, on
-// every core. With checksums verified, Open has read them once already,
+// preload reads the sections a search keeps in memory (resident: in a
+// version 2 segment every section but the float32 vectors and global
+// vectors; in a compressed one only the offsets, cells, lists, centroids
+// and codebook, its codes being read per candidate) into the page cache,
+// one byte of each page, on every core. With checksums verified, Open has read them once already,
 // but on an index larger than memory the float32 vectors read after them
 // may have pushed them out.
 func (s *segment) preload() {
 	var parts [][]byte
 	const chunk = 64 << 20
 	for name, sec := range s.header.Sections {
-		if name == secVectors || name == secGlobal || sec.Size == 0 {
+		if !s.resident(name) || sec.Size == 0 {
 			continue
 		}
 		b := s.data[sec.Offset : sec.Offset+sec.Size]
@@ -423,7 +486,7 @@ func (s *segment) close() error {
 	if s.mapped {
 		err = mmap.Unmap(s.data)
 	}
-	s.data, s.emb, s.codes, s.global, s.ivf, s.pq = nil, nil, nil, nil, nil, nil
+	s.data, s.emb, s.codes, s.global, s.ivf, s.pq, s.res = nil, nil, nil, nil, nil, nil, nil
 	return err
 }
 
@@ -446,7 +509,7 @@ func itemOf(offsets []int, k int) int {
 
 // bytesOf views a slice of fixed-size numbers as its little-endian bytes
 // (the machines xmr supports are little-endian; see hostLE).
-func bytesOf[T uint64 | int64 | int32 | int8 | uint8 | float32](v []T) []byte {
+func bytesOf[T uint64 | int64 | int32 | uint16 | int8 | uint8 | float32](v []T) []byte {
 	if len(v) == 0 {
 		return nil
 	}
@@ -455,7 +518,7 @@ func bytesOf[T uint64 | int64 | int32 | int8 | uint8 | float32](v []T) []byte {
 
 // sliceOf views little-endian bytes (64-byte aligned in a mapping) as a
 // slice of numbers.
-func sliceOf[T uint64 | int64 | int32 | int8 | uint8 | float32](b []byte) []T {
+func sliceOf[T uint64 | int64 | int32 | uint16 | int8 | uint8 | float32](b []byte) []T {
 	var zero T
 	n := len(b) / int(unsafe.Sizeof(zero))
 	if n == 0 {

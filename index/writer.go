@@ -42,8 +42,10 @@ type Writer struct {
 	man   Manifest  // the manifest Commit publishes
 	imgs  []imageEntry
 	caps  []captionEntry
-	files []string              // written by this Writer, removed by Abort
-	qz    map[string]*quantizer // per modality: trained on the first batch, shared by the rest
+	files []string               // written by this Writer, removed by Abort
+	qz    map[string]*quantizer  // per modality: trained on the first batch, shared by the rest
+	rcb   map[string]*pqCodebook // per modality, when compressed: the residual quantiser, as qz
+	lay   LayoutOptions
 	lock  *lockfile.Lock
 	done  bool
 }
@@ -226,7 +228,7 @@ func (w *Writer) addSegment(ctx context.Context, modality string, e *model.Embed
 		return "", fmt.Errorf("index %s: %d-d %s vectors, the index's model makes %d-d vectors", w.dir, e.Dim, modality, w.man.Model.Dim)
 	}
 	if w.qz == nil {
-		w.qz = map[string]*quantizer{}
+		w.qz, w.rcb = map[string]*quantizer{}, map[string]*pqCodebook{}
 	}
 	qz := w.qz[modality]
 	if qz == nil {
@@ -239,7 +241,22 @@ func (w *Writer) addSegment(ctx context.Context, modality string, e *model.Embed
 	name := w.segmentName(modality)
 	path := filepath.Join(w.dir, name)
 	w.files = append(w.files, path)
-	if err := writeSegment(path, modality, w.fp, e, qz); err != nil {
+	if qz != nil && w.compressed(modality) {
+		vecs := e.Vecs[e.Offsets[0]*e.Dim : e.Offsets[e.Len()]*e.Dim]
+		cellOf := qz.assign(vecs)
+		rcb := w.rcb[modality]
+		if rcb == nil {
+			dsub := w.lay.Dsub
+			if dsub <= 0 {
+				dsub = resDsubFor(e.Dim)
+			}
+			rcb = trainResidual(vecs, e.Dim, cellOf, qz, dsub)
+			w.rcb[modality] = rcb
+		}
+		if err := writeCompressedSegment(path, modality, w.fp, e, qz, rcb, cellOf); err != nil {
+			return "", err
+		}
+	} else if err := writeSegment(path, modality, w.fp, e, qz); err != nil {
 		return "", err
 	}
 	ref := SegmentRef{File: name, Items: e.Len(), Vectors: 0}
@@ -252,6 +269,37 @@ func (w *Writer) addSegment(ctx context.Context, modality string, e *model.Embed
 		w.man.Captions = append(w.man.Captions, ref)
 	}
 	return name, nil
+}
+
+// SetLayout says how the segments written from now on store their
+// vectors (the zero LayoutOptions: LayoutAuto, sizes unknown, which keeps
+// float32).
+func (w *Writer) SetLayout(o LayoutOptions) { w.lay = o }
+
+// compressed reports whether the next segment of modality is written in
+// the compressed layout.
+func (w *Writer) compressed(modality string) bool {
+	switch w.lay.Layout {
+	case LayoutCompressed:
+		return true
+	case LayoutFloat32:
+		return false
+	}
+	total := w.lay.Images
+	if modality == "captions" {
+		total = w.lay.Captions
+	}
+	if total == 0 {
+		return false
+	}
+	if w.prev != nil && w.man.Catalogue == w.prev.Catalogue { // an append
+		if modality == "images" {
+			total += count(w.prev.Images)
+		} else {
+			total += count(w.prev.Captions)
+		}
+	}
+	return total > AutoCompressItems
 }
 
 // Commit inserts the catalogue rows, writes the model (for a new index)

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Name is the lock file's name inside a locked directory.
@@ -103,7 +105,7 @@ func (l *Lock) Release() error {
 
 // readPID returns the process id recorded in the lock file, 0 if none.
 func readPID(path string) int {
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path)
 	if err != nil {
 		return 0
 	}

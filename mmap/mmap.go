@@ -7,7 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // ErrUnsupported is returned by Map for a file that cannot be mapped: on a
@@ -32,10 +33,11 @@ const willNeedMax = 8 << 30
 
 // ReadFile returns the content of the regular file at path, mapped
 // read-only where the platform allows (mapped is true, and Unmap releases
-// it) and read into memory otherwise (empty files included). Errors name
-// the path.
+// it) and read into memory otherwise (empty files included). Anything
+// else, a FIFO included, is refused at once, without waiting for a writer
+// (package infile). Errors name the path.
 func ReadFile(path string) (data []byte, mapped bool, err error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, false, err
 	}
@@ -43,9 +45,6 @@ func ReadFile(path string) (data []byte, mapped bool, err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, false, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("%s: not a regular file", path)
 	}
 	if data, err = Map(f, st.Size(), ReadOnly); err == nil {
 		return data, true, nil

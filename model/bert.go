@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/checkpoint"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/nn"
 	"github.com/xmr-project/xmr/tensor"
 	"github.com/xmr-project/xmr/torchfile"
@@ -35,7 +36,7 @@ type BERTConfig struct {
 // ReadBERTConfig reads dir/config.json (see ParseBERTConfig).
 func ReadBERTConfig(dir string) (BERTConfig, error) {
 	path := filepath.Join(dir, "config.json")
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path)
 	if err != nil {
 		return BERTConfig{}, fmt.Errorf("read BERT config: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/xmr-project/xmr/internal/half"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/mmap"
 )
 
@@ -264,7 +265,7 @@ type File struct {
 // exactly the data the header describes: a shorter one is reported as
 // truncated, a longer one as trailing garbage. Errors name the file.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPathErr(err))
 	}

@@ -66,6 +66,9 @@ func methodNotAllowed(allow string) http.Handler {
 type httpError struct {
 	status int
 	msg    string
+	// retryAfter, when positive, is sent as the Retry-After header, in
+	// seconds.
+	retryAfter int
 }
 
 func (e *httpError) Error() string { return e.msg }
@@ -107,6 +110,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &he):
 		status, msg = he.status, he.msg
+		if he.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(he.retryAfter))
+		}
 	case errors.Is(err, index.ErrNotFound):
 		status, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, index.ErrBadQuery):
@@ -528,7 +534,13 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) (any, error) {
 	return out, nil
 }
 
+// healthz answers 200 while serving and 503 once the server drains, so
+// that a load balancer sends no more requests.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
 	ni, nc := s.ix.Len()
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "images": ni, "captions": nc})
 }

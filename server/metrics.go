@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,24 +58,32 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// recorder remembers the status and size of an answer.
+// recorder remembers the status and size of an answer, and closes the
+// connection after it once the server is draining.
 type recorder struct {
 	http.ResponseWriter
-	status int
-	bytes  int64
-	wrote  bool
+	status   int
+	bytes    int64
+	wrote    bool
+	draining *atomic.Bool
 }
 
 func (r *recorder) WriteHeader(code int) {
 	if !r.wrote {
 		r.status, r.wrote = code, true
+		if r.draining.Load() {
+			// Checked as the answer goes out, not as the request came:
+			// a request that was running when the drain began closes
+			// its connection too, and its client does not send another.
+			r.Header().Set("Connection", "close")
+		}
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
 	if !r.wrote {
-		r.status, r.wrote = http.StatusOK, true
+		r.WriteHeader(http.StatusOK)
 	}
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)
@@ -84,27 +93,22 @@ func (r *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// middleware sets the headers every answer carries, answers 503 once the
-// server is shutting down, counts and times each request by endpoint,
-// and writes the access log.
+// middleware sets the headers every answer carries, counts and times
+// each request by endpoint, and writes the access log. Once the server
+// is draining, requests are still answered (they came on connections
+// accepted before), each closing its connection.
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		h := w.Header()
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK, draining: &s.draining}
 		s.metrics.inFlight.Inc()
-		endpoint := "draining"
-		if s.draining.Load() {
-			h.Set("Connection", "close")
-			writeError(rec, http.StatusServiceUnavailable, "the server is shutting down")
-		} else {
-			next.ServeHTTP(rec, r)
-			endpoint = r.Pattern
-			if endpoint == "" {
-				endpoint = "unmatched"
-			}
+		next.ServeHTTP(rec, r)
+		endpoint := r.Pattern
+		if endpoint == "" {
+			endpoint = "unmatched"
 		}
 		s.metrics.inFlight.Dec()
 		d := time.Since(start)

@@ -100,15 +100,23 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // TestDraining checks that once shutdown has begun, requests that still
-// arrive (on open connections) are answered 503, /healthz included.
+// arrive (on connections accepted before) get their answers, each
+// closing its connection, and /healthz says 503 for load balancers.
 func TestDraining(t *testing.T) {
 	s, _ := newServer(t, nil)
 	s.draining.Store(true)
-	for _, path := range []string{"/healthz", "/api/info"} {
+	for _, c := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/healthz", 503, "the server is shutting down"},
+		{"/api/info", 200, `"captions"`},
+	} {
 		w := httptest.NewRecorder()
-		s.Handler().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
-		if w.Code != 503 || !strings.Contains(w.Body.String(), "shutting down") || w.Header().Get("Connection") != "close" {
-			t.Errorf("%s while draining: %d %s %v", path, w.Code, w.Body, w.Header())
+		s.Handler().ServeHTTP(w, httptest.NewRequest("GET", c.path, nil))
+		if w.Code != c.code || !strings.Contains(w.Body.String(), c.want) || w.Header().Get("Connection") != "close" {
+			t.Errorf("%s while draining: %d %s %v, want %d with %q and Connection: close", c.path, w.Code, w.Body, w.Header(), c.code, c.want)
 		}
 	}
 }

@@ -48,9 +48,10 @@ type Options struct {
 	// ReadTimeout bounds the time a request, its body (an upload) included,
 	// takes to arrive (0: 15 s); a slower upload is answered 408.
 	ReadTimeout time.Duration
-	// ShutdownTimeout is how long Serve waits for requests in flight
-	// once its context is cancelled (0: 15 s); then it closes their
-	// connections.
+	// ShutdownTimeout bounds the drain once Serve's context is cancelled
+	// (0: 15 s, more than the default SearchTimeout, within which every
+	// request already accepted, waiting for its turn or running, ends);
+	// then the connections still open are closed.
 	ShutdownTimeout time.Duration
 	// Logger receives the access log and errors (nil: slog.Default()).
 	Logger *slog.Logger
@@ -65,6 +66,12 @@ type Options struct {
 	// MaxUploadBytes caps an uploaded image (0: DefaultMaxUploadBytes);
 	// a larger one is refused with 413.
 	MaxUploadBytes int64
+	// UploadPixelBudget caps the pixels, as their headers declare them,
+	// of the uploaded images decoded at once (0:
+	// DefaultUploadPixelBudget): an upload waits for room within its
+	// SearchTimeout, then gets 503; an image larger than the whole
+	// budget is refused with 413.
+	UploadPixelBudget int64
 }
 
 // withDefaults returns o with its zero fields set to the defaults.
@@ -100,6 +107,9 @@ func (o *Options) withDefaults() Options {
 	if r.MaxUploadBytes <= 0 {
 		r.MaxUploadBytes = DefaultMaxUploadBytes
 	}
+	if r.UploadPixelBudget <= 0 {
+		r.UploadPixelBudget = DefaultUploadPixelBudget
+	}
 	return r
 }
 
@@ -111,12 +121,16 @@ type Server struct {
 	handler http.Handler
 	metrics *metrics
 	sem     chan struct{} // one token per running search
+	pixels  *pixelBudget  // decoded pixels of the uploads in flight
 
 	draining atomic.Bool // set when shutdown begins
 
 	// searching, when set (by tests), is called by each search once it
 	// holds its turn, with the search's context.
 	searching func(ctx context.Context)
+	// drained, when set (by tests), is called by Serve once its
+	// listener is closed and the idle connections are.
+	drained func()
 }
 
 // New returns a server of ix, which must stay open while the server
@@ -127,7 +141,7 @@ func New(ix index.Searcher, o *Options) (*Server, error) {
 	if _, err := ix.Model(); err != nil {
 		return nil, err
 	}
-	s := &Server{ix: ix, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent)}
+	s := &Server{ix: ix, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pixels: newPixelBudget(opts.UploadPixelBudget)}
 	if opts.Images != "" {
 		f, err := openImageFiles(opts.Images)
 		if err != nil {
@@ -153,11 +167,17 @@ func (s *Server) Close() error {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve answers HTTP requests on ln until ctx is cancelled, then shuts
-// down gracefully: it stops accepting connections, answers 503 to
-// requests that arrive on open connections, lets the requests in flight
-// finish (for up to Options.ShutdownTimeout) and returns nil. It returns
-// the error if serving fails.
+// down gracefully: it stops accepting connections, serves the ones the
+// kernel had already accepted (on Linux), closes the idle keep-alive
+// connections at once, lets every request already accepted finish with
+// its answer (those waiting for a turn included), each on a connection
+// then closed, and returns nil as the last connection closes. After
+// Options.ShutdownTimeout it closes the connections still open and
+// returns an error that counts them. It returns the error if serving
+// fails. drain.go says what http.Server.Shutdown did instead.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	dl := newDrainListener(ln)
+	conns := newConnTracker()
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -166,27 +186,68 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
+		ConnState:         conns.update,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(dl) }()
 	select {
 	case err := <-errc:
+		hs.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	start := time.Now()
+	// From now on every answer says Connection: close.
 	s.draining.Store(true)
-	s.opts.Logger.Info("shutting down: finishing the requests in flight", "timeout", s.opts.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
-		return fmt.Errorf("shutdown: requests still running after %v were cut off: %w", s.opts.ShutdownTimeout, err)
+	_, active := conns.open()
+	s.opts.Logger.Info("shutting down: finishing the requests in flight", "active_connections", active, "timeout", s.opts.ShutdownTimeout)
+	timeout := time.NewTimer(s.opts.ShutdownTimeout)
+	defer timeout.Stop()
+	// hs.Serve returns once the listener has handed over the connections
+	// queued in the kernel and closed; each is then known to conns.
+	dl.stop()
+	var allClosed <-chan struct{}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, net.ErrClosed) {
+			hs.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		allClosed = conns.drain()
+		if s.drained != nil {
+			s.drained()
+		}
+	case <-timeout.C:
 	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+	if allClosed != nil {
+		select {
+		case <-allClosed:
+			hs.Close()
+			s.opts.Logger.Info("shut down: every request answered", "took", time.Since(start).Round(time.Millisecond))
+			return nil
+		case <-timeout.C:
+		}
 	}
-	return nil
+	n, active := conns.open()
+	hs.Close()
+	s.opts.Logger.Warn("shutdown: connections still open after the timeout were closed", "connections", n, "answering", active, "timeout", s.opts.ShutdownTimeout)
+	// Their requests' contexts are cancelled now; wait for the handlers
+	// to return, so that the caller does not close the index under them.
+	stopped := time.NewTimer(handlerStopWait)
+	defer stopped.Stop()
+	select {
+	case <-conns.drain():
+	case <-stopped.C:
+		n, _ := conns.open()
+		s.opts.Logger.Warn("shutdown: requests still running after their connections were closed", "requests", n, "waited", handlerStopWait)
+	}
+	return fmt.Errorf("shutdown: closed %d connection(s) still open after %v, %d of them answering a request", n, s.opts.ShutdownTimeout, active)
 }
+
+// handlerStopWait bounds the wait, once the shutdown timeout has closed
+// the connections, for their handlers to see their cancelled contexts and
+// return.
+const handlerStopWait = 5 * time.Second
 
 // ListenAndServe listens on the TCP address addr and serves as Serve
 // does; ready, if not nil, is called with the listening address (useful

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // LoadManifest reads and checks dir/world.json; its absence means that no
@@ -22,7 +23,7 @@ func LoadManifest(dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("read world: %s is half replaced: xmr synth was stopped while renaming its files into place (%s is there); run it again", dir, data.IncompleteMarker)
 	}
 	path := filepath.Join(dir, "world.json")
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read world: %w", err)
 	}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Vocab is a list of tokens; a token's id is its position in the list. It
@@ -52,7 +52,7 @@ func (v *Vocab) Tokens() []string { return append([]string(nil), v.tokens...) }
 // LoadVocab reads a vocabulary file with one token per line (see
 // [ReadVocab]).
 func LoadVocab(path string) (*Vocab, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read vocab: %w", err)
 	}

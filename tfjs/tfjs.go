@@ -17,13 +17,13 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/xmr-project/xmr/internal/half"
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Limits on what Read accepts; a file that exceeds them is refused before
@@ -97,7 +97,7 @@ func (t *Tensor) Len() int {
 // Open reads a graph model from the model.json file at path, with its weight
 // shards looked up relative to the file's directory.
 func Open(modelPath string) (*Model, error) {
-	f, err := os.Open(modelPath)
+	f, err := infile.Open(modelPath)
 	if err != nil {
 		return nil, fmt.Errorf("tfjs: %w", err)
 	}
@@ -113,7 +113,7 @@ func Open(modelPath string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tfjs: %s: %w", modelPath, err)
 	}
-	return Read(modelPath, data, os.DirFS(filepath.Dir(modelPath)))
+	return Read(modelPath, data, infile.DirFS(filepath.Dir(modelPath)))
 }
 
 // Read parses model.json content (name is used in errors) and reads the

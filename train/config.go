@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/configs"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -160,7 +161,7 @@ func (c Config) ModelConfig() model.Config {
 // keys it does not set keep Default's values. Unknown keys are an error
 // naming the file and line.
 func LoadConfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path)
 	if err != nil {
 		builtin, ok := configs.Lookup(filepath.Base(path))
 		if !ok || !errors.Is(err, os.ErrNotExist) {

@@ -158,29 +158,6 @@ func TestMemoryEstimate(t *testing.T) {
 	}
 }
 
-func TestReadMemInfo(t *testing.T) {
-	dir := t.TempDir()
-	meminfo := filepath.Join(dir, "meminfo")
-	os.WriteFile(meminfo, []byte("MemTotal:       24000000 kB\nMemFree:  1000 kB\nMemAvailable:   20000000 kB\n"), 0o644)
-	m, ok := readMemInfo(meminfo, filepath.Join(dir, "none"), filepath.Join(dir, "none"))
-	if !ok || m.Total != 24000000*1024 || m.Available != 20000000*1024 {
-		t.Fatalf("readMemInfo = %+v, %v", m, ok)
-	}
-	limit, current := filepath.Join(dir, "memory.max"), filepath.Join(dir, "memory.current")
-	os.WriteFile(limit, []byte("4294967296\n"), 0o644)
-	os.WriteFile(current, []byte("1073741824\n"), 0o644)
-	if m, ok := readMemInfo(meminfo, limit, current); !ok || m.Total != 4<<30 || m.Available != 3<<30 {
-		t.Fatalf("with a cgroup limit: %+v, %v", m, ok)
-	}
-	os.WriteFile(limit, []byte("max\n"), 0o644)
-	if m, ok := readMemInfo(meminfo, limit, current); !ok || m.Total != 24000000*1024 {
-		t.Fatalf("with no cgroup limit: %+v, %v", m, ok)
-	}
-	if _, ok := readMemInfo(filepath.Join(dir, "none"), limit, current); ok {
-		t.Fatal("a missing meminfo is known")
-	}
-}
-
 // TestRunRefusesWhatCannotFit runs a config that needs more memory than a
 // (pretended) machine has: it is refused before the model is allocated,
 // with the estimate and the machine's memory.

@@ -1,12 +1,9 @@
 package train
 
 import (
-	"bufio"
 	"fmt"
-	"math"
-	"os"
-	"strconv"
-	"strings"
+
+	"github.com/xmr-project/xmr/internal/sysmem"
 )
 
 // MemoryEstimate is the memory a training run needs, estimated from its
@@ -162,65 +159,11 @@ func EstimateMemory(c Config, regions int) MemoryEstimate {
 const baseMemory = 320 << 20
 
 // Memory is what the machine can give a run, in bytes.
-type Memory struct {
-	// Available is what can be had now without swapping (MemAvailable,
-	// less for a cgroup limit); Total is the machine's memory (or the
-	// cgroup limit).
-	Available, Total float64
-}
+type Memory = sysmem.Memory
 
 // systemMemory reads the machine's memory; ok is false where it cannot be
 // known (not Linux). Tests replace it.
-var systemMemory = func() (m Memory, ok bool) {
-	return readMemInfo("/proc/meminfo", "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current")
-}
-
-// readMemInfo parses meminfo (MemTotal and MemAvailable, in kB) and lowers
-// both to a cgroup v2 limit when one is set.
-func readMemInfo(meminfo, cgroupMax, cgroupCurrent string) (Memory, bool) {
-	f, err := os.Open(meminfo)
-	if err != nil {
-		return Memory{}, false
-	}
-	defer f.Close()
-	var m Memory
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		kb, err := strconv.ParseFloat(fields[1], 64)
-		if err != nil {
-			continue
-		}
-		switch fields[0] {
-		case "MemTotal:":
-			m.Total = kb * 1024
-		case "MemAvailable:":
-			m.Available = kb * 1024
-		}
-	}
-	if m.Total <= 0 || m.Available <= 0 {
-		return Memory{}, false
-	}
-	if limit, ok := readNumber(cgroupMax); ok && limit < m.Total {
-		m.Total = limit
-		used, _ := readNumber(cgroupCurrent)
-		m.Available = math.Min(m.Available, limit-used)
-	}
-	return m, true
-}
-
-// readNumber reads a file holding one number ("max" and the like are not).
-func readNumber(path string) (float64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
-	return v, err == nil
-}
+var systemMemory = sysmem.Read
 
 // checkMemory refuses a run whose estimate exceeds the memory available.
 func checkMemory(est MemoryEstimate) error {
@@ -235,13 +178,4 @@ func checkMemory(est MemoryEstimate) error {
 }
 
 // bytesString writes a byte count in GiB or MiB.
-func bytesString(b float64) string {
-	switch {
-	case b >= 1<<40:
-		return fmt.Sprintf("%.3g TiB", b/(1<<40))
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", b/(1<<30))
-	default:
-		return fmt.Sprintf("%.0f MiB", b/(1<<20))
-	}
-}
+func bytesString(b float64) string { return sysmem.Format(b) }

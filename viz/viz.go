@@ -12,7 +12,6 @@ import (
 	"image/png"
 	"io"
 	"math"
-	"os"
 	"strings"
 
 	"golang.org/x/image/font"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/image/math/fixed"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Palette holds distinct colours for words and boxes.
@@ -191,7 +191,7 @@ func (c ctxWriter) Write(p []byte) (int, error) {
 
 // LoadPNG reads a PNG image.
 func LoadPNG(path string) (image.Image, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/progress"
@@ -61,7 +62,7 @@ func IsIndex(dir string) bool {
 // readManifest reads and checks dir's manifest.
 func readManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestFile)
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("weaviate index: %w", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/progress"
 	"github.com/xmr-project/xmr/text"
@@ -36,7 +37,7 @@ import (
 var Benchmark = bench.Benchmark{
 	Name: "search",
 	Summary: "index scoring: exhaustive float32, int8 and 4-bit PQ (+ re-ranking) both ways vs memory bandwidth and PyTorch " +
-		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT: compressed recall | scale=1000000 [candidates=1000,3000 probes=2,4 rerank=R reuse=1]: pruned search alone]",
+		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT [split=test dsub=2]: the compressed paths' recall | scale=1000000 [scale-dim=256 scale-captions=5 layout=auto|compressed|float32 dsub=2 candidates=1000,3000 probes=2,4 rerank=R passes=3 reuse=1]: the index at scale]",
 	Run: run,
 }
 
@@ -46,20 +47,30 @@ type params struct {
 	world, checkpoint                           string
 	scale, scaleDim, queries, objects           int
 	dir                                         string
-	candidates, probes                          []int // of the scale run
+	candidates, probes                          []int // of the scale run (none: the index's defaults)
 	reuse                                       bool  // the scale run: search dir's index and truth again
 	rerank                                      int   // the scale run's SearchOptions.Rerank
+	layout                                      index.Layout
+	split                                       string // of world=
+	dsub, scaleCaptions, passes                 int    // the scale run's residual subspace width, captions per image, timed passes
 }
 
 func parse(opts bench.Options) (params, error) {
-	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20, objects: worldObjects,
-		candidates: []int{1000, 3000, 10000}, probes: []int{1, 2}}
+	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20, objects: worldObjects, passes: 3, split: "test"}
 	if opts.Quick {
 		p.images, p.captions, p.dim, p.reps = 200, 1000, 64, 2
 	}
 	err := bench.ParseArgs("search", opts.Args, map[string]any{"images": &p.images, "captions": &p.captions, "regions": &p.regions,
 		"words": &p.words, "dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries,
-		"objects": &p.objects, "reuse": &p.reuse,
+		"objects": &p.objects, "reuse": &p.reuse, "dsub": &p.dsub, "scale-captions": &p.scaleCaptions, "passes": &p.passes,
+		"layout": func(v string) error {
+			l, ok := map[string]index.Layout{"auto": index.LayoutAuto, "compressed": index.LayoutCompressed, "float32": index.LayoutFloat32}[v]
+			if !ok {
+				return errors.New("want auto, compressed or float32")
+			}
+			p.layout = l
+			return nil
+		},
 		"rerank": func(v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < -1 {
@@ -67,7 +78,7 @@ func parse(opts bench.Options) (params, error) {
 			}
 			p.rerank = n
 			return nil
-		}, "world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir,
+		}, "world": &p.world, "checkpoint": &p.checkpoint, "dir": &p.dir, "split": &p.split,
 		"candidates": &p.candidates, "probes": &p.probes})
 	if err != nil {
 		return p, err
@@ -75,8 +86,11 @@ func parse(opts bench.Options) (params, error) {
 	if (p.world == "") != (p.checkpoint == "") {
 		return p, fmt.Errorf("search: world= and checkpoint= go together")
 	}
-	if p.dim%16 != 0 || p.scaleDim%16 != 0 || p.regions <= 0 || p.words <= 0 || p.reps <= 0 || p.objects <= 0 {
-		return p, fmt.Errorf("search: dim and scale-dim must be multiples of 16, regions, words, reps and objects positive")
+	if p.dim%16 != 0 || p.scaleDim%16 != 0 || p.regions <= 0 || p.words <= 0 || p.reps <= 0 || p.objects <= 0 || p.passes <= 0 {
+		return p, fmt.Errorf("search: dim and scale-dim must be multiples of 16, regions, words, reps, objects and passes positive")
+	}
+	if p.dsub < 0 || p.scaleCaptions < 0 {
+		return p, fmt.Errorf("search: dsub and scale-captions must not be negative")
 	}
 	return p, nil
 }
@@ -424,7 +438,7 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 		return err
 	}
 	f.Close()
-	s, err := data.LoadPrecomp(ctx, p.world, "test", nil)
+	s, err := data.LoadPrecomp(ctx, p.world, p.split, nil)
 	if err != nil {
 		return err
 	}
@@ -436,33 +450,59 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 			c.Captions = append(c.Captions, index.CaptionRow{Text: cp, ImageID: s.ID(i)})
 		}
 	}
-	dir := filepath.Join(tmp, "world")
-	if _, err := index.Build(ctx, dir, m, c, &index.BuildOptions{Mode: index.Overwrite}); err != nil {
-		return err
+	// The same collection twice: with float32 vectors, and compressed.
+	var ixs [2]*index.Index
+	for k, l := range []index.Layout{index.LayoutFloat32, index.LayoutCompressed} {
+		dir := filepath.Join(tmp, fmt.Sprintf("world-%d", k))
+		if _, err := index.Build(ctx, dir, m, c, &index.BuildOptions{Mode: index.Overwrite, Layout: l, Dsub: p.dsub}); err != nil {
+			return err
+		}
+		if ixs[k], err = index.Open(ctx, dir, nil); err != nil {
+			return err
+		}
+		defer ixs[k].Close()
 	}
-	ix, err := index.Open(ctx, dir, nil)
-	if err != nil {
-		return err
-	}
-	defer ix.Close()
 	imgEmb, err := model.EncodeImages(ctx, m, s.Images, nil)
 	if err != nil {
 		return err
 	}
+	// The exhaustive float32 top 10 of every query, which the compressed
+	// searches are held to.
+	var exactT2I, exactI2T [][]int
 	for _, v := range []struct {
-		label string
-		o     index.SearchOptions
-	}{{"float32", index.SearchOptions{Exact: true}}, {"int8", index.SearchOptions{Int8: true, Rerank: -1}}, {"int8+rerank100", index.SearchOptions{Int8: true}},
-		{"pq4", index.SearchOptions{Rerank: -1}}, {"pq4+rerank", index.SearchOptions{}}} {
+		label      string
+		compressed bool
+		o          index.SearchOptions
+	}{{"float32", false, index.SearchOptions{Exact: true}}, {"int8", false, index.SearchOptions{Int8: true, Rerank: -1}}, {"int8+rerank100", false, index.SearchOptions{Int8: true}},
+		{"pq4", false, index.SearchOptions{Rerank: -1}}, {"pq4+rerank", false, index.SearchOptions{}},
+		{"compressed", true, index.SearchOptions{}}, {"compressed, no re-ranking", true, index.SearchOptions{Rerank: -1}}} {
+		ix := ixs[0]
+		if v.compressed {
+			ix = ixs[1]
+		}
 		o := v.o
 		o.K, o.Candidates = 10, -1
 		var t2i, i2t [3]float64
+		var agree, total float64
+		overlap := func(res []index.Result, want []int) {
+			for _, r := range res {
+				if slices.Contains(want, r.Item) {
+					agree++
+				}
+			}
+			total += float64(len(want))
+		}
 		for cIdx, cp := range s.Captions {
 			res, err := ix.SearchText(ctx, cp, &o)
 			if err != nil {
 				return err
 			}
 			addRecall(&t2i, res, func(r index.Result) bool { return r.Item == s.ImageOf(cIdx) })
+			if v.label == "float32" {
+				exactT2I = append(exactT2I, items(res))
+			} else {
+				overlap(res, exactT2I[cIdx])
+			}
 		}
 		for i := 0; i < s.NumImages(); i++ {
 			res, err := ix.Search(ctx, imgEmb.Slice(i, i+1), false, &o)
@@ -470,17 +510,40 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 				return err
 			}
 			addRecall(&i2t, res, func(r index.Result) bool { return s.ImageOf(r.Item) == i })
+			if v.label == "float32" {
+				exactI2T = append(exactI2T, items(res))
+			} else {
+				overlap(res, exactI2T[i])
+			}
 		}
 		nc, ni := float64(s.NumCaptions()), float64(s.NumImages())
-		note := fmt.Sprintf("%s test split, %d images, model %s", p.world, s.NumImages(), m.Name())
+		note := fmt.Sprintf("%s %s split, %d images, model %s", p.world, p.split, s.NumImages(), m.Name())
 		for k, at := range []int{1, 5, 10} {
 			opts.Emit(bench.Result{Name: "search/recall " + v.label, Metric: fmt.Sprintf("t2i R@%d", at), Value: 100 * t2i[k] / nc, Unit: "%", Note: note})
 		}
 		for k, at := range []int{1, 5, 10} {
 			opts.Emit(bench.Result{Name: "search/recall " + v.label, Metric: fmt.Sprintf("i2t R@%d", at), Value: 100 * i2t[k] / ni, Unit: "%", Note: note})
 		}
+		if total > 0 {
+			opts.Emit(bench.Result{Name: "search/recall " + v.label, Metric: "recall@10", Value: agree / total, Unit: "",
+				Note: note + "; of every query's (captions' and images') exhaustive float32 top 10"})
+		}
+	}
+	if ci, cc := ixs[1].Compressed(); ci && cc {
+		fb, cb := dirSize(filepath.Join(tmp, "world-0")), dirSize(filepath.Join(tmp, "world-1"))
+		opts.Emit(bench.Result{Name: "search/recall compressed", Metric: "index size", Value: float64(cb) / float64(fb), Unit: "x float32 layout",
+			Note: fmt.Sprintf("%d against %d bytes, the whole index directories", cb, fb)})
 	}
 	return nil
+}
+
+// items returns the item numbers of results.
+func items(res []index.Result) []int {
+	out := make([]int, len(res))
+	for i, r := range res {
+		out[i] = r.Item
+	}
+	return out
 }
 
 // addRecall adds the hits at 1, 5 and 10 of one query.
@@ -499,12 +562,14 @@ func addRecall(acc *[3]float64, res []index.Result, relevant func(index.Result) 
 
 // scaleRun builds an index of p.scale generated images (clustered the way
 // real encodings are: each image shows a few objects, each object's
-// regions lie near the object's direction) and measures the build, the
-// pruned search's latency and its recall@10 against exhaustive float32
-// scoring, for several numbers of candidates and probes. The exhaustive
-// top 10 of every query is computed while the index is built, batch by
-// batch in memory (model.ScoreMatrix), since at a million images the
-// float32 vectors outgrow the page cache.
+// regions lie near the object's direction), and with captions= that many
+// captions of each, and measures the build, the memory a search keeps,
+// and each search configuration's latency (median and 99th percentile)
+// and recall@10 against exhaustive float32 scoring, for text queries and,
+// with captions, image queries. The exhaustive top 10 of every query is
+// computed while the index is built, batch by batch in memory
+// (model.ScoreMatrix), since at a million images the float32 vectors
+// outgrow the page cache.
 func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) error {
 	d, n := p.scaleDim, p.scale
 	m, err := stubModel(d)
@@ -512,26 +577,37 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		return err
 	}
 	w := newWorldGenObjects(d, 7, p.objects)
-	// Queries: the objects of random images, plus function words.
+	// Text queries: the objects of random images, plus function words;
+	// image queries: other images of the world.
 	rng := rand.New(rand.NewPCG(11, 12))
-	var queries []*model.Embeddings
+	var queries, imageQueries []*model.Embeddings
 	for range p.queries {
 		queries = append(queries, w.query(rng.IntN(n), p.words, rng))
+	}
+	if p.scaleCaptions > 0 {
+		for range p.queries {
+			t := n + rng.IntN(n) // an image beyond the collection
+			imageQueries = append(imageQueries, w.images(t, t+1, p.regions))
+		}
 	}
 	dir := filepath.Join(tmp, "scale")
 	truthFile := filepath.Join(dir, "truth.json")
 	note := fmt.Sprintf("%d images x %d regions, d=%d, generated", n, p.regions, d)
-	// What the truth was computed for: reuse=1 needs the same.
-	type truthKey struct{ Images, Dim, Regions, Words, Queries, Objects int }
-	type truthRecord struct {
-		Key   truthKey
-		Top10 [][]int
+	if p.scaleCaptions > 0 {
+		note += fmt.Sprintf(", %d captions of %d words an image", p.scaleCaptions, p.words)
 	}
-	key := truthKey{Images: n, Dim: d, Regions: p.regions, Words: p.words, Queries: len(queries), Objects: p.objects}
-	var truth [][]int
+	// What the truth was computed for: reuse=1 needs the same.
+	type truthKey struct{ Images, Dim, Regions, Words, Queries, Objects, Captions int }
+	type truthRecord struct {
+		Key        truthKey
+		Top10      [][]int
+		ImageTop10 [][]int `json:",omitempty"`
+	}
+	key := truthKey{Images: n, Dim: d, Regions: p.regions, Words: p.words, Queries: len(queries), Objects: p.objects, Captions: p.scaleCaptions}
+	var truth, imageTruth [][]int
 	if p.reuse {
 		var rec truthRecord
-		b, err := os.ReadFile(truthFile)
+		b, err := infile.ReadFile(truthFile)
 		if err == nil {
 			err = json.Unmarshal(b, &rec)
 		}
@@ -541,13 +617,13 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		if rec.Key != key {
 			return fmt.Errorf("search: reuse=1: %s was built for %+v, not %+v", truthFile, rec.Key, key)
 		}
-		truth = rec.Top10
+		truth, imageTruth = rec.Top10, rec.ImageTop10
 	} else {
 		var err error
-		if truth, err = buildScale(ctx, opts, p, w, m, queries, dir, note); err != nil {
+		if truth, imageTruth, err = buildScale(ctx, opts, p, w, m, queries, imageQueries, dir, note); err != nil {
 			return err
 		}
-		b, err := json.Marshal(truthRecord{Key: key, Top10: truth})
+		b, err := json.Marshal(truthRecord{Key: key, Top10: truth, ImageTop10: imageTruth})
 		if err != nil {
 			return err
 		}
@@ -561,12 +637,22 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		return err
 	}
 	defer ix.Close()
-	opts.Emit(bench.Result{Name: "search/scale open", Metric: "time", Value: time.Since(st).Seconds(), Unit: "s", Note: note + "; checksums skipped, codes and inverted files read into the page cache"})
+	opts.Emit(bench.Result{Name: "search/scale open", Metric: "time", Value: time.Since(st).Seconds(), Unit: "s", Note: note + "; checksums skipped, what searches keep in memory read into the page cache"})
+	resImg, resCap := ix.Resident()
+	ci, cc := ix.Compressed()
+	layout := map[bool]string{true: "compressed", false: "float32 vectors kept"}
+	opts.Emit(bench.Result{Name: "search/scale images", Metric: "memory per image", Value: float64(resImg) / float64(n), Unit: "B",
+		Note: note + "; " + layout[ci] + "; the images' segments' parts a search keeps in memory (index.Index.Resident)"})
+	if p.scaleCaptions > 0 {
+		opts.Emit(bench.Result{Name: "search/scale captions", Metric: "memory per image", Value: float64(resCap) / float64(n), Unit: "B",
+			Note: note + "; " + layout[cc] + "; the captions' segments' parts a search keeps in memory, per image"})
+	}
 	// The index's own exhaustive float32 search must agree with the truth
 	// computed in memory (the same scores, read from the segments); timed
-	// on a few queries, since each reads every float32 vector.
+	// on a few queries, since each reads every float32 vector. A
+	// compressed index has no float32 vectors.
 	exactQueries := queries[:min(3, len(queries))]
-	if p.reuse {
+	if p.reuse || ci {
 		exactQueries = nil // measured when it was built; reading every float32 vector would empty the page cache
 	}
 	exactMS, agree, err := Measure(exactQueries, truth, func(q *model.Embeddings) ([]index.Result, error) {
@@ -579,29 +665,82 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "latency", Value: bench.Median(exactMS), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d queries, reading every float32 vector", len(exactMS))})
 		opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "agreement", Value: agree, Unit: "", Note: "top 10 of the index's exhaustive search against the in-memory truth"})
 	}
-	// Warm the pages every pruned search reads (centroids, lists, codes)
-	// with other queries than the timed ones: the float32 vectors that a
-	// timed query re-ranks are read from wherever they are.
+	type config struct {
+		name string
+		o    index.SearchOptions
+	}
+	var configs []config
+	if len(p.candidates) == 0 {
+		configs = append(configs, config{"default", index.SearchOptions{K: 10, Rerank: p.rerank}})
+	}
+	for _, c := range p.candidates {
+		probes := p.probes
+		if len(probes) == 0 {
+			probes = []int{0}
+		}
+		for _, pr := range probes {
+			name := fmt.Sprintf("pruned %d candidates %d probes", c, max(pr, index.AutoProbes))
+			configs = append(configs, config{name, index.SearchOptions{K: 10, Candidates: c, Probes: pr, Rerank: p.rerank}})
+		}
+	}
+	// Warm the pages every search reads (centroids, lists, codes) with
+	// other queries than the timed ones.
 	for range p.queries {
 		q := w.query(rng.IntN(n), p.words, rng)
-		if _, err := ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: p.candidates[len(p.candidates)-1], Probes: p.probes[len(p.probes)-1], Rerank: p.rerank}); err != nil {
+		if _, err := ix.Search(ctx, q, true, &configs[len(configs)-1].o); err != nil {
 			return err
 		}
 	}
-	for _, c := range p.candidates {
-		for _, pr := range p.probes {
-			ms, recall, err := Measure(queries, truth, func(q *model.Embeddings) ([]index.Result, error) {
-				return ix.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: c, Probes: pr, Rerank: p.rerank})
-			})
-			if err != nil {
-				return err
+	sides := []struct {
+		what    string
+		text    bool
+		queries []*model.Embeddings
+		truth   [][]int
+	}{{"text", true, queries, truth}}
+	if len(imageQueries) > 0 {
+		sides = append(sides, struct {
+			what    string
+			text    bool
+			queries []*model.Embeddings
+			truth   [][]int
+		}{"image", false, imageQueries, imageTruth})
+	}
+	for _, side := range sides {
+		for _, c := range configs {
+			var ms []float64
+			var recall float64
+			for range p.passes {
+				t, r, err := Measure(side.queries, side.truth, func(q *model.Embeddings) ([]index.Result, error) {
+					return ix.Search(ctx, q, side.text, &c.o)
+				})
+				if err != nil {
+					return err
+				}
+				ms, recall = append(ms, t...), r
 			}
-			name := fmt.Sprintf("search/scale pruned %d candidates %d probes", c, pr)
-			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: bench.Median(ms), Unit: "ms/query", Note: note + fmt.Sprintf("; median of %d text queries of %d words", len(queries), p.words)})
+			name := fmt.Sprintf("search/scale %s %s", c.name, side.what)
+			qn := fmt.Sprintf("%d text queries of %d words", len(side.queries), p.words)
+			if !side.text {
+				qn = fmt.Sprintf("%d image queries of %d regions", len(side.queries), p.regions)
+			}
+			qn += fmt.Sprintf(", %d passes", p.passes)
+			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: bench.Median(ms), Unit: "ms/query", Note: note + "; median of " + qn})
+			opts.Emit(bench.Result{Name: name, Metric: "latency p99", Value: percentile(ms, 0.99), Unit: "ms/query", Note: note + "; " + qn})
 			opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: recall, Unit: "", Note: "against exhaustive float32 scoring"})
 		}
 	}
 	return nil
+}
+
+// percentile returns the q-quantile of xs by nearest rank (0 for none).
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
 }
 
 // Measure runs search on each query in turn and returns the times it took
@@ -630,83 +769,152 @@ func Measure(queries []*model.Embeddings, want [][]int, search func(q *model.Emb
 }
 
 // buildScale writes the scale run's index in dir (with m; nil m: no index,
-// the truth alone) and returns each query's exhaustive top 10, computed
-// batch by batch in memory.
-func buildScale(ctx context.Context, opts bench.Options, p params, w *worldGen, m model.Model, queries []*model.Embeddings, dir, note string) ([][]int, error) {
+// the truth alone) and returns each text query's exhaustive top 10
+// images and each image query's top 10 captions, computed batch by batch
+// in memory.
+func buildScale(ctx context.Context, opts bench.Options, p params, w *worldGen, m model.Model, queries, imageQueries []*model.Embeddings, dir, note string) ([][]int, [][]int, error) {
 	n := p.scale
 	qs := &model.Embeddings{}
 	for _, q := range queries {
 		if err := qs.Append(q); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	best := make([][]model.Hit, len(queries)) // each query's exhaustive top 10 so far
+	iqs := &model.Embeddings{}
+	for _, q := range imageQueries {
+		if err := iqs.Append(q); err != nil {
+			return nil, nil, err
+		}
+	}
+	best := make([][]model.Hit, len(queries))         // each text query's exhaustive top 10 so far
+	capBest := make([][]model.Hit, len(imageQueries)) // each image query's
 	start := time.Now()
-	var truthTime time.Duration
+	var excluded time.Duration // generating vectors and the truth: not the build
 	var wr *index.Writer
 	if m != nil {
 		var err error
 		if wr, err = index.NewWriter(dir, m, index.Overwrite); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer wr.Abort()
+		wr.SetLayout(index.LayoutOptions{Layout: p.layout, Images: n, Captions: n * p.scaleCaptions, Dsub: p.dsub})
 	}
 	const seg = 65536
 	bar := progress.New("build", int64(n), "images")
+	addCaptions := func(lo, hi int) error {
+		st := time.Now()
+		e, rows := w.captions(lo, hi, p.scaleCaptions, p.words)
+		excluded += time.Since(st)
+		if wr != nil {
+			if err := wr.AddCaptions(ctx, e, rows); err != nil {
+				return err
+			}
+		}
+		st = time.Now()
+		if err := keepTop(ctx, capBest, iqs, e, lo*p.scaleCaptions, false); err != nil {
+			return err
+		}
+		excluded += time.Since(st)
+		return nil
+	}
 	for lo := 0; lo < n; lo += seg {
 		hi := min(lo+seg, n)
+		st := time.Now()
 		e := w.images(lo, hi, p.regions)
 		rows := make([]index.ImageRow, hi-lo)
 		for i := range rows {
 			rows[i] = index.ImageRow{ID: fmt.Sprintf("img%08d", lo+i)}
 		}
+		excluded += time.Since(st)
 		if wr != nil {
 			if err := wr.AddImages(ctx, e, rows); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		st := time.Now()
-		sc, err := model.ScoreMatrix(ctx, e, qs, model.MrSw) // images x queries
-		if err != nil {
-			return nil, err
+		st = time.Now()
+		if err := keepTop(ctx, best, qs, e, lo, true); err != nil {
+			return nil, nil, err
 		}
-		for qi := range queries {
-			col := make([]float32, hi-lo)
-			for i := range col {
-				col[i] = sc[i*len(queries)+qi]
-			}
-			for _, h := range model.TopK(col, 10) {
-				best[qi] = append(best[qi], model.Hit{Index: lo + h.Index, Score: h.Score})
-			}
-			all := make([]float32, len(best[qi]))
-			for i, h := range best[qi] {
-				all[i] = h.Score
-			}
-			var keep []model.Hit
-			for _, h := range model.TopK(all, 10) {
-				keep = append(keep, best[qi][h.Index])
-			}
-			best[qi] = keep
-		}
-		truthTime += time.Since(st)
+		excluded += time.Since(st)
 		bar.Add(int64(hi - lo))
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+	}
+	// Captions after the images (a caption's image must be indexed
+	// first), in runs of about one segment.
+	if p.scaleCaptions > 0 {
+		step := max(1, seg/p.scaleCaptions)
+		for lo := 0; lo < n; lo += step {
+			if err := addCaptions(lo, min(lo+step, n)); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	bar.Finish()
 	if wr == nil {
-		return truthOf(best), nil
+		return truthOf(best), truthOf(capBest), nil
 	}
 	if err := wr.Commit(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	build := time.Since(start) - truthTime
+	build := time.Since(start) - excluded
 	size := dirSize(dir)
-	opts.Emit(bench.Result{Name: "search/scale build", Metric: "throughput", Value: float64(n) / build.Seconds(), Unit: "images/s", Note: note + "; quantize, sketch, inverted file, write, catalogue (no encoding)"})
+	what := "images"
+	if p.scaleCaptions > 0 {
+		what = "images and their captions"
+	}
+	opts.Emit(bench.Result{Name: "search/scale build", Metric: "throughput", Value: float64(n) / build.Seconds(), Unit: "images/s",
+		Note: note + "; " + what + ": inverted file, codes, write, catalogue (generating the vectors, which stands for encoding, and the truth excluded)"})
 	opts.Emit(bench.Result{Name: "search/scale build", Metric: "index size", Value: float64(size) / 1e9, Unit: "GB", Note: note})
-	opts.Emit(bench.Result{Name: "search/scale build", Metric: "bytes per image", Value: float64(size) / float64(n), Unit: "B", Note: note})
-	return truthOf(best), nil
+	opts.Emit(bench.Result{Name: "search/scale build", Metric: "bytes per image", Value: float64(size) / float64(n), Unit: "B", Note: note + "; the whole index directory"})
+	return truthOf(best), truthOf(capBest), nil
+}
+
+// keepTop merges into best (one list per query of qs) the top 10 of the
+// items of e, numbered from first: e's items are images and the queries
+// captions when itemsAreImages, the other way round otherwise.
+func keepTop(ctx context.Context, best [][]model.Hit, qs, e *model.Embeddings, first int, itemsAreImages bool) error {
+	if len(best) == 0 {
+		return nil
+	}
+	var sc []float32
+	var err error
+	nq := qs.Len()
+	if itemsAreImages {
+		sc, err = model.ScoreMatrix(ctx, e, qs, model.MrSw) // items x queries
+	} else {
+		var t []float32
+		t, err = model.ScoreMatrix(ctx, qs, e, model.MrSw) // queries x items
+		sc = make([]float32, len(t))
+		for q := 0; q < nq; q++ {
+			for i := 0; i < e.Len(); i++ {
+				sc[i*nq+q] = t[q*e.Len()+i]
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for qi := range best {
+		col := make([]float32, e.Len())
+		for i := range col {
+			col[i] = sc[i*nq+qi]
+		}
+		for _, h := range model.TopK(col, 10) {
+			best[qi] = append(best[qi], model.Hit{Index: first + h.Index, Score: h.Score})
+		}
+		all := make([]float32, len(best[qi]))
+		for i, h := range best[qi] {
+			all[i] = h.Score
+		}
+		var keep []model.Hit
+		for _, h := range model.TopK(all, 10) {
+			keep = append(keep, best[qi][h.Index])
+		}
+		best[qi] = keep
+	}
+	return nil
 }
 
 // truthOf returns the item numbers of each query's hits.
@@ -831,4 +1039,20 @@ func (w *worldGen) query(t, words int, rng *rand.Rand) *model.Embeddings {
 		}
 	}
 	return fixed(vecs, 1, words, w.d)
+}
+
+// captions generates k captions of words words for each of images lo..hi-1
+// (deterministic by image), with their catalogue rows.
+func (w *worldGen) captions(lo, hi, k, words int) (*model.Embeddings, []index.CaptionRow) {
+	n := (hi - lo) * k
+	vecs := make([]float32, 0, n*words*w.d)
+	rows := make([]index.CaptionRow, 0, n)
+	for t := lo; t < hi; t++ {
+		rng := rand.New(rand.NewPCG(w.seed, uint64(t)+1<<41))
+		for j := range k {
+			vecs = append(vecs, w.query(t, words, rng).Vecs...)
+			rows = append(rows, index.CaptionRow{Text: fmt.Sprintf("caption %d of image %d", j, t), ImageID: fmt.Sprintf("img%08d", t)})
+		}
+	}
+	return fixed(vecs, n, words, w.d), rows
 }

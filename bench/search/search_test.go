@@ -19,7 +19,7 @@ func TestScaleRun(t *testing.T) {
 	args := []string{"scale=4000", "scale-dim=128", "objects=64", "queries=8", "candidates=200", "probes=1", "dir=" + dir}
 	run1 := runScale(t, args...)
 	run2 := runScale(t, append(args, "reuse=1")...)
-	name := "search/scale pruned 200 candidates 1 probes"
+	name := "search/scale pruned 200 candidates 1 probes text"
 	r1, ok1 := run1[name+" recall@10"]
 	r2, ok2 := run2[name+" recall@10"]
 	if !ok1 || !ok2 {

@@ -17,6 +17,7 @@ import (
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/synth"
@@ -540,7 +541,7 @@ func demoReuse(best, marker string, cfg train.Config, want string) (reuse bool, 
 		return false, ""
 	}
 	run := filepath.Dir(best)
-	if b, err := os.ReadFile(marker); err == nil {
+	if b, err := infile.ReadFile(marker); err == nil {
 		switch {
 		case string(b) == want:
 			return true, ""

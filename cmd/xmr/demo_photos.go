@@ -141,7 +141,10 @@ func runPhotoDemo(ctx context.Context) error {
 		step(1, "extracting the regions of %d photos (%s; the train photos mirrored too) with %s into %s; Ctrl-C keeps the finished chunks, the same command goes on",
 			n, strings.Join(names, ", "), e.Identity().Name, feats)
 		began := time.Now()
-		rep, err := extract.Build(ctx, e, feats, splits, extract.BuildOptions{Workers: runtime.NumCPU(), Progress: true})
+		// One worker per CPU, or fewer where memory holds fewer (a
+		// default is lowered, never refused).
+		workers, _ := fitExtractWorkers(runtime.NumCPU(), runtime.NumCPU(), extract.DefaultMaxPixels)
+		rep, err := extract.Build(ctx, e, feats, splits, extract.BuildOptions{Workers: workers, Progress: true})
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return &interruptedError{err: err, msg: "interrupted; the finished chunks are kept: run the same command again to go on"}
@@ -287,7 +290,7 @@ func photoPaths(splits []extract.SplitSpec, name string) map[string]string {
 
 // loadPhoto reads a photo upright, as the detector saw it.
 func loadPhoto(path string) (image.Image, error) {
-	b, err := os.ReadFile(path)
+	b, err := extract.ReadFile(path, extract.Limits{})
 	if err != nil {
 		return nil, err
 	}

@@ -270,6 +270,12 @@ func runExtract(ctx context.Context, args []string) error {
 	if err := f.ext.check(); err != nil {
 		return err
 	}
+	if !f.join {
+		var err error
+		if opt.Workers, err = fitExtractWorkers(f.workers, runtime.NumCPU(), f.ext.maxPixels); err != nil {
+			return err
+		}
+	}
 	if err := checkOutputs([]outpath.Input{{Flag: "--images", Path: f.images}, {Flag: "--captions", Path: f.captions}, {Flag: "--image-root", Path: f.imageRoot}},
 		[]outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Dir}}); err != nil {
 		return err

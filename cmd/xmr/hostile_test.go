@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,5 +134,71 @@ func TestEvalSimsNonFinite(t *testing.T) {
 		if code != 1 || !strings.Contains(stderr, tc.want) || strings.Contains(stdout, "rsum") {
 			t.Errorf("%s: exit %d, want 1 and %q:\n%s%s", tc.name, code, tc.want, stdout, stderr)
 		}
+	}
+}
+
+// TestDataFileFIFO replaces one file of a data directory, or the best
+// checkpoint of a run directory, by a FIFO that no process writes: xmr
+// eval and xmr train fail at once, naming the file as not a regular file.
+// open(2) of such a FIFO used to wait for a writer for ever, and SIGTERM
+// did not stop it. (A flag naming a FIFO is package outpath's usage
+// error.)
+func TestDataFileFIFO(t *testing.T) {
+	world, ckpt := evalWorld(t)
+	for _, c := range []struct {
+		cmd  string
+		file string // in the copy of the world, or in a run directory "run/"
+	}{
+		{"eval", "test_caps.txt"},
+		{"eval", "test_ims.npy"},
+		{"eval", "test_boxes.npy"},
+		{"eval", "test_ids.txt"},
+		{"eval", "test_align.jsonl"},
+		{"train", "train_caps.txt"},
+		{"train", "dev_ims.npy"},
+		{"eval", "run/best-rsum.safetensors"},
+	} {
+		t.Run(c.cmd+" "+c.file, func(t *testing.T) {
+			dir := t.TempDir()
+			data := filepath.Join(dir, "world")
+			if err := os.CopyFS(data, os.DirFS(world)); err != nil {
+				t.Fatal(err)
+			}
+			fifo, checkpoint := filepath.Join(data, c.file), ckpt
+			if run, ok := strings.CutPrefix(c.file, "run/"); ok {
+				checkpoint = filepath.Join(dir, "run")
+				fifo = filepath.Join(checkpoint, run)
+				if err := os.Mkdir(checkpoint, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			os.Remove(fifo)
+			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+			args := []string{"eval", "--checkpoint", checkpoint, "--data", data, "--no-ndcg"}
+			if c.cmd == "train" {
+				cfg := writeTinyConfig(t, dir, "teran", "alignment")
+				args = []string{"train", "--config", cfg, "--data", data, "--out", filepath.Join(dir, "run"), "--max-iters", "1"}
+			}
+			type result struct {
+				stderr string
+				code   int
+			}
+			done := make(chan result, 1)
+			go func() {
+				_, stderr, code := run(t, args...)
+				done <- result{stderr, code}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(2 * time.Minute): // not a speed check: fail, do not hang
+				t.Fatalf("xmr %s still runs after 2 minutes: waiting on the FIFO %s?", strings.Join(args, " "), fifo)
+			}
+			if r.code == 0 || !strings.Contains(r.stderr, fifo) || !strings.Contains(r.stderr, "not a regular file (a FIFO)") {
+				t.Errorf("xmr %s: exit %d, stderr:\n%s\nwant a failure naming %s as not a regular file (a FIFO)", strings.Join(args, " "), r.code, r.stderr, fifo)
+			}
+		})
 	}
 }

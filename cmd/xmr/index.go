@@ -31,6 +31,30 @@ var indexFlags struct {
 	weaviate   weaviate.Config
 	ext        extractorFlags
 	workers    int
+	layout     layoutFlags
+}
+
+// layoutFlags choose how a local index stores its vectors.
+type layoutFlags struct {
+	keepFloat32, compress bool
+}
+
+func (l *layoutFlags) set(fs *flag.FlagSet) {
+	fs.BoolVar(&l.keepFloat32, "keep-float32", false, fmt.Sprintf("store the float32 vectors (with int8 and 4-bit codes) however large the collection: exact search (--exact) and float32 re-ranking; the default above %d images or captions is compressed codes only (docs/index-format.md)", index.AutoCompressItems))
+	fs.BoolVar(&l.compress, "compress", false, fmt.Sprintf("store compressed codes only (each vector's cell and a 4-bit product-quantised residual), however small the collection; the default at most %d images or captions keeps float32 vectors", index.AutoCompressItems))
+}
+
+// layout returns the layout the flags ask for, or a usage error.
+func (l layoutFlags) layout() (index.Layout, error) {
+	switch {
+	case l.keepFloat32 && l.compress:
+		return 0, usageErrorf("--keep-float32 and --compress contradict each other: give one")
+	case l.keepFloat32:
+		return index.LayoutFloat32, nil
+	case l.compress:
+		return index.LayoutCompressed, nil
+	}
+	return index.LayoutAuto, nil
 }
 
 func init() {
@@ -69,6 +93,7 @@ run again. docs/weaviate.md describes it:
 			indexFlags.ext.addTo(fs)
 			fs.IntVar(&indexFlags.workers, "workers", runtime.NumCPU(), "with --images and no --data: images extracted at once (1 to 4 per CPU)")
 			fs.BoolVar(&indexFlags.appendTo, "append", false, "add the split to an existing index (encoded by the same model)")
+			indexFlags.layout.set(fs)
 			fs.BoolVar(&indexFlags.overwrite, "overwrite", false, "replace an existing index (with --backend weaviate: delete its collections and upload again)")
 			addCompatRefusal(fs, &indexCompat)
 			fs.StringVar(&indexFlags.backend, "backend", "local", "where the index lives: local (files in --out) or weaviate (a Weaviate server; --out holds its manifest)")
@@ -129,6 +154,13 @@ func runIndex(ctx context.Context, args []string) error {
 			return fmt.Errorf("--images %s: not a directory (want the folder of the image files)", f.images)
 		}
 	}
+	layout, err := f.layout.layout()
+	if err != nil {
+		return err
+	}
+	if f.backend != "local" && layout != index.LayoutAuto {
+		return usageErrorf("--keep-float32 and --compress choose how a local index stores its vectors; Weaviate (--backend weaviate) stores them its own way")
+	}
 	var feats *extract.Identity // the extractor of the model's features
 	mode := index.Create
 	if f.appendTo {
@@ -188,7 +220,7 @@ func runIndex(ctx context.Context, args []string) error {
 		}
 		return indexFeaturesAfter(f.out, feats, rec)
 	}
-	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true})
+	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was, and this build's files are removed (run the same command again)", f.out)}

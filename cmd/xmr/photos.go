@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/xmr-project/xmr/data"
@@ -175,6 +176,11 @@ func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache st
 // index holds the images without captions.
 func runIndexImages(ctx context.Context, mode index.Mode) error {
 	f := &indexFlags
+	layout, _ := f.layout.layout() // checked by runIndex
+	workers, err := fitExtractWorkers(f.workers, runtime.NumCPU(), f.ext.maxPixels)
+	if err != nil {
+		return err
+	}
 	e, err := f.ext.extractor(ctx)
 	if err != nil {
 		return err
@@ -188,7 +194,7 @@ func runIndexImages(ctx context.Context, mode index.Mode) error {
 		return err
 	}
 	start := time.Now()
-	fs, kept, skips, err := extract.Collect(ctx, e, items, f.workers, f.ext.limits(), true)
+	fs, kept, skips, err := extract.Collect(ctx, e, items, workers, f.ext.limits(), true)
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted while extracting; %s is as it was", f.out)}
@@ -201,7 +207,7 @@ func runIndexImages(ctx context.Context, mode index.Mode) error {
 		return err
 	}
 	src := photoSource(m, fs, e, kind)
-	st, err := index.Build(ctx, f.out, m, photoCollection(src, fs, kept), &index.BuildOptions{Mode: mode, Progress: true})
+	st, err := index.Build(ctx, f.out, m, photoCollection(src, fs, kept), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was (run the same command again)", f.out)}
@@ -228,6 +234,7 @@ func runIndexImages(ctx context.Context, mode index.Mode) error {
 // a folder of photos: images without captions.
 func runIndexImageSet(ctx context.Context, m model.Model, dir string, mode index.Mode, feats *extract.Identity, rec *extract.Record) error {
 	f := &indexFlags
+	layout, _ := f.layout.layout() // checked by runIndex
 	if f.backend != "local" {
 		return usageErrorf("--data %s: split %s has no captions (index-only); index it locally, without --backend %s", dir, f.split, f.backend)
 	}
@@ -236,7 +243,7 @@ func runIndexImageSet(ctx context.Context, m model.Model, dir string, mode index
 		return err
 	}
 	start := time.Now()
-	st, err := index.Build(ctx, f.out, m, imageSetCollection(set, f.images), &index.BuildOptions{Mode: mode, Progress: true})
+	st, err := index.Build(ctx, f.out, m, imageSetCollection(set, f.images), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was (run the same command again)", f.out)}

@@ -268,4 +268,31 @@ func TestIndexSearch(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "other.idx")); err == nil {
 		t.Error("a refused xmr index made its --out")
 	}
+	// The same split compressed: results with explanations and --image
+	// queries from the codes (50 images, every one scored, the best
+	// re-ranked from the decoded codes), --exact refused with the way out.
+	cidx := filepath.Join(dir, "compressed.idx")
+	if stdout, stderr, code := run(t, "index", "--checkpoint", runDir, "--data", world, "--split", "test", "--out", cidx, "--compress"); code != 0 {
+		t.Fatalf("index --compress: exit %d: %s%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = run(t, "search", "--index", cidx, "--text", query, "-k", "3", "--explain", "--json")
+	var cout struct {
+		Results []struct {
+			Image struct {
+				ID string `json:"id"`
+			} `json:"image"`
+			Explain []struct {
+				Word string `json:"word"`
+			} `json:"explain"`
+		} `json:"results"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &cout) != nil || len(cout.Results) != 3 || len(cout.Results[0].Explain) == 0 {
+		t.Fatalf("search of a compressed index: exit %d: %s%s", code, stdout, stderr)
+	}
+	if _, stderr, code := run(t, "search", "--index", cidx, "--image", cout.Results[0].Image.ID, "-k", "2"); code != 0 {
+		t.Fatalf("search --image of a compressed index: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := run(t, "search", "--index", cidx, "--text", query, "--exact"); code != 1 || !strings.Contains(stderr, "--keep-float32") {
+		t.Fatalf("search --exact of a compressed index: exit %d: %s; want exit 1 naming --keep-float32", code, stderr)
+	}
 }

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/eval"
 	_ "github.com/xmr-project/xmr/eval/spice" // registers the "spice" metric
+	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/outpath"
 )
 
@@ -96,7 +96,7 @@ func runRelevance(ctx context.Context, args []string) error {
 // ("\n" or "\r\n") is removed: the caption is otherwise kept as written,
 // since ROUGE-L splits on single spaces and counts empty tokens.
 func readCaptionLines(path string) ([]string, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read captions: %w", err)
 	}

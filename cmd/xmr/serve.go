@@ -25,6 +25,8 @@ var serveFlags struct {
 	weaviate      string
 	models        string
 	maxUpload     int64
+	pixelBudget   int64
+	drainTimeout  time.Duration
 }
 
 func init() {
@@ -40,7 +42,12 @@ Open the address in a browser to search. The JSON API (search by text or
 by image, alignments, item details), /healthz and /metrics are described
 in docs/api.md. Image files are served from --images only; without it the
 page draws each image's regions. SIGINT or SIGTERM shut the server down
-gracefully: requests in flight finish, new ones are refused.
+gracefully: new connections are refused, idle ones closed, and every
+request already accepted (running or waiting for its turn) is answered
+before it exits, within --shutdown-timeout. Uploaded images are decoded
+at most --upload-pixel-budget pixels at a time: an upload waits for
+room within --timeout, then gets 503 with Retry-After; an image larger
+than the whole budget gets 413.
 
 A Weaviate-backed index (xmr index --backend weaviate) is served the same
 way; its searches run in Weaviate (docs/weaviate.md).`,
@@ -53,6 +60,8 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 			fs.IntVar(&serveFlags.maxConcurrent, "max-concurrent", 0, "searches run at once, the others wait (0: one per CPU)")
 			fs.StringVar(&serveFlags.models, "models", "", "`DIR` caching the detector's weights, for searches by an uploaded image (an index whose model reads xmr extract's features); default $XMR_MODELS, else ~/.cache/xmr")
 			fs.Int64Var(&serveFlags.maxUpload, "max-upload-bytes", server.DefaultMaxUploadBytes, "largest uploaded image, in bytes (then 413)")
+			fs.Int64Var(&serveFlags.pixelBudget, "upload-pixel-budget", server.DefaultUploadPixelBudget, "pixels of uploaded images decoded at once, all uploads together (about 7 bytes each); a larger image gets 413")
+			fs.DurationVar(&serveFlags.drainTimeout, "shutdown-timeout", 15*time.Second, "longest time SIGINT or SIGTERM waits for the requests already accepted (then their connections are closed)")
 		},
 		run: func(ctx context.Context, args []string) error {
 			f := serveFlags
@@ -67,8 +76,13 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 				return usageErrorf("--max-concurrent must be positive or 0, is %d", f.maxConcurrent)
 			case f.maxUpload <= 0:
 				return usageErrorf("--max-upload-bytes must be positive, is %d", f.maxUpload)
+			case f.pixelBudget <= 0:
+				return usageErrorf("--upload-pixel-budget must be positive, is %d", f.pixelBudget)
+			case f.drainTimeout <= 0:
+				return usageErrorf("--shutdown-timeout must be positive, is %v", f.drainTimeout)
 			}
-			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent, MaxUploadBytes: f.maxUpload}, f.weaviate)
+			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent,
+				MaxUploadBytes: f.maxUpload, UploadPixelBudget: f.pixelBudget, ShutdownTimeout: f.drainTimeout}, f.weaviate)
 		},
 	})
 }

@@ -8,9 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Synset offsets of the roots of the animate flag in data.noun (WordNet 3.0).
@@ -40,19 +43,31 @@ func FindDict(dir string) (string, error) {
 
 // Parse reads a WordNet 3.0 dictionary directory: index.{noun,verb,adj,adv}
 // and {noun,verb,adj,adv}.exc are required; cntlist.rev (frequencies) and
-// data.noun (the animate flag) are used when present.
+// data.{noun,verb,adj,adv} (the animate flag, and checks) are used when
+// present.
+//
+// The files cross-check each other, so that one cut short at a line
+// boundary, which parses, is an error naming it rather than a silently
+// different table: every offset in index.POS must start a synset line of
+// data.POS (each names its own byte offset first, which is checked too),
+// every word of every synset there must have an entry in index.POS naming
+// that synset, and cntlist.rev must hold a count for every sense that
+// index.POS says was tagged (tagsense_cnt). A cut .exc file is not
+// detected: nothing else refers to its entries.
 func Parse(dir string) (*DB, error) {
-	type rawSense struct {
-		lemma string
-		pos   POS
-		offs  []uint32
-	}
-	var raw []rawSense
+	var raw []indexEntry
 	offsets := [NumPOS]map[uint32]bool{}
+	// last is the last entry of each index file, for the errors that say
+	// it may be cut short.
+	type lastEntry struct {
+		lemma string
+		line  int
+	}
+	var last [NumPOS]lastEntry
 	for p := Noun; p < NumPOS; p++ {
 		offsets[p] = map[uint32]bool{}
 		path := filepath.Join(dir, "index."+posFiles[p])
-		err := eachLine(path, func(line string) error {
+		err := eachLine(path, func(line string, n int, _ int64) error {
 			if strings.HasPrefix(line, " ") || line == "" {
 				return nil // licence header
 			}
@@ -65,6 +80,11 @@ func Parse(dir string) (*DB, error) {
 			if err1 != nil || err2 != nil || nSyn <= 0 || nPtr < 0 || nSyn > len(f)-6 || nPtr > len(f)-6 || 4+nPtr+2+nSyn != len(f) {
 				return fmt.Errorf("bad line %q: want lemma, pos, synset_cnt, p_cnt, p_cnt pointers, sense_cnt, tagsense_cnt and synset_cnt offsets", line)
 			}
+			nSense, err1 := strconv.Atoi(f[4+nPtr])
+			nTagged, err2 := strconv.Atoi(f[5+nPtr])
+			if err1 != nil || err2 != nil || nSense != nSyn || nTagged < 0 || nTagged > nSense {
+				return fmt.Errorf("bad line %q: sense_cnt %q and tagsense_cnt %q, want sense_cnt = synset_cnt (%d) and tagsense_cnt 0 to sense_cnt", line, f[4+nPtr], f[5+nPtr], nSyn)
+			}
 			offs := make([]uint32, nSyn)
 			for i, s := range f[len(f)-nSyn:] {
 				v, err := strconv.ParseUint(s, 10, 32)
@@ -74,7 +94,8 @@ func Parse(dir string) (*DB, error) {
 				offs[i] = uint32(v)
 				offsets[p][uint32(v)] = true
 			}
-			raw = append(raw, rawSense{lemma: f[0], pos: p, offs: offs})
+			raw = append(raw, indexEntry{lemma: f[0], pos: p, offs: offs, tagged: nTagged, line: n})
+			last[p] = lastEntry{f[0], n}
 			return nil
 		})
 		if err != nil {
@@ -115,7 +136,8 @@ func Parse(dir string) (*DB, error) {
 	cntPath := filepath.Join(dir, "cntlist.rev")
 	// A line that does not parse is an error: skipped, a damaged line
 	// changed a lemma's sense order, and SPICE's scores, without a word.
-	err := eachLine(cntPath, func(line string) error {
+	var cntLast string // the last frequency line, for the check below
+	err := eachLine(cntPath, func(line string, n int, _ int64) error {
 		f := strings.Fields(line)
 		if len(f) == 0 {
 			return nil
@@ -144,70 +166,119 @@ func Parse(dir string) (*DB, error) {
 		if _, err := strconv.Atoi(f[1]); err != nil {
 			return bad()
 		}
-		n, err := strconv.Atoi(f[2])
-		if err != nil || n < 0 {
+		cnt, err := strconv.Atoi(f[2])
+		if err != nil || cnt < 0 {
 			return bad()
 		}
-		b.addFreq(lemma, p, n)
+		b.addFreq(lemma, p, cnt)
 		counts++
+		cntLast = fmt.Sprintf("line %d, %q", n, line)
 		return nil
 	})
 	switch {
 	case err == nil && counts == 0:
 		// A truncated copy would silently change every sense order.
 		return nil, fmt.Errorf("wordnet: %s has no frequency line (lemma%%key sense_number tag_cnt); remove it to go without frequencies", cntPath)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+	case err == nil:
+		// cntlist.rev is sorted by sense key: cut short, it lacks the
+		// counts of the last lemmas, which their index entries announce.
+		for _, r := range raw {
+			if have := b.data[r.lemma].tagged[r.pos]; have < r.tagged {
+				return nil, fmt.Errorf("wordnet: %s:%d: %s (%s): tagsense_cnt is %d but %s holds %d counts of its senses: want one for each tagged sense (is %s cut short? its last line is %s)",
+					filepath.Join(dir, "index."+posFiles[r.pos]), r.line, r.lemma, posFiles[r.pos], r.tagged, cntPath, have, cntPath, cntLast)
+			}
+		}
+	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("wordnet: %w", err)
 	}
 
-	// Animate flag from the noun hypernym graph.
+	// The data files: each synset line starts with its own byte offset; the
+	// noun hypernym graph gives the animate flag.
 	hyper := map[uint32][]uint32{}
-	synsets := 0
-	dataPath := filepath.Join(dir, "data.noun")
-	err = eachLine(dataPath, func(line string) error {
-		if strings.HasPrefix(line, " ") || line == "" {
-			return nil
+	nounOK := true // false without data.noun, which leaves the flag off
+	for p := Noun; p < NumPOS; p++ {
+		dataPath := filepath.Join(dir, "data."+posFiles[p])
+		indexPath := filepath.Join(dir, "index."+posFiles[p])
+		have := map[uint32]bool{} // the synsets of the data file
+		var lastOff int64 = -1
+		// The first word of a synset that no index entry names with it.
+		var unindexed struct {
+			line      int
+			off, word string
 		}
-		if bar := strings.Index(line, " | "); bar >= 0 {
-			line = line[:bar]
-		}
-		f := strings.Fields(line)
-		if len(f) < 4 {
-			return fmt.Errorf("short data line %q", line)
-		}
-		off, err := strconv.ParseUint(f[0], 10, 32)
-		if err != nil {
-			return fmt.Errorf("bad data line %q", line)
-		}
-		wcnt, err := strconv.ParseUint(f[3], 16, 32)
-		if err != nil {
-			return fmt.Errorf("bad data line %q", line)
-		}
-		k := 4 + 2*int(wcnt)
-		if k >= len(f) {
-			return fmt.Errorf("bad data line %q", line)
-		}
-		pcnt, err := strconv.Atoi(f[k])
-		if err != nil || pcnt < 0 || pcnt > (len(f)-k-1)/4 {
-			return fmt.Errorf("bad data line %q: pointer count %q, want 0 to %d (the pointers on the line)", line, f[k], (len(f)-k-1)/4)
-		}
-		synsets++
-		for i := 0; i < pcnt; i++ {
-			sym, tgt, tpos := f[k+1+4*i], f[k+2+4*i], f[k+3+4*i]
-			if (sym == "@" || sym == "@i") && tpos == "n" {
-				t, err := strconv.ParseUint(tgt, 10, 32)
-				if err == nil {
-					hyper[uint32(off)] = append(hyper[uint32(off)], uint32(t))
+		err := eachLine(dataPath, func(line string, n int, at int64) error {
+			if strings.HasPrefix(line, " ") || line == "" {
+				return nil
+			}
+			if bar := strings.Index(line, " | "); bar >= 0 {
+				line = line[:bar]
+			}
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				return fmt.Errorf("short data line %q", line)
+			}
+			off, err := strconv.ParseUint(f[0], 10, 32)
+			if err != nil {
+				return fmt.Errorf("bad data line %q", line)
+			}
+			wcnt, err := strconv.ParseUint(f[3], 16, 32)
+			if err != nil {
+				return fmt.Errorf("bad data line %q", line)
+			}
+			k := 4 + 2*int(wcnt)
+			if k >= len(f) {
+				return fmt.Errorf("bad data line %q", line)
+			}
+			pcnt, err := strconv.Atoi(f[k])
+			if err != nil || pcnt < 0 || pcnt > (len(f)-k-1)/4 {
+				return fmt.Errorf("bad data line %q: pointer count %q, want 0 to %d (the pointers on the line)", line, f[k], (len(f)-k-1)/4)
+			}
+			if int64(off) != at {
+				return fmt.Errorf("the line starts at byte %d but names offset %s: want its own byte offset (a line before it was added, removed or changed)", at, f[0])
+			}
+			for i := 0; i < int(wcnt) && unindexed.line == 0; i++ {
+				if !indexed(b, ids[p], p, f[4+2*i], uint32(off)) {
+					unindexed.line, unindexed.off, unindexed.word = n, f[0], f[4+2*i]
 				}
 			}
+			have[uint32(off)] = true
+			lastOff = at
+			for i := 0; p == Noun && i < pcnt; i++ {
+				sym, tgt, tpos := f[k+1+4*i], f[k+2+4*i], f[k+3+4*i]
+				if (sym == "@" || sym == "@i") && tpos == "n" {
+					t, err := strconv.ParseUint(tgt, 10, 32)
+					if err == nil {
+						hyper[uint32(off)] = append(hyper[uint32(off)], uint32(t))
+					}
+				}
+			}
+			return nil
+		})
+		if err == nil && len(have) == 0 {
+			without := "its checks"
+			if p == Noun {
+				without = "the animate flag"
+			}
+			err = fmt.Errorf("%s has no synset line; remove it to go without %s", dataPath, without)
 		}
-		return nil
-	})
-	if err == nil && synsets == 0 {
-		err = fmt.Errorf("%s has no synset line; remove it to go without the animate flag", dataPath)
+		if err == nil {
+			// An index entry naming no synset line first: a damaged
+			// offset leaves its synset unnamed too.
+			err = missingSynset(indexPath, dataPath, lastOff, p, raw, have)
+		}
+		if err == nil && unindexed.line > 0 {
+			err = fmt.Errorf("%s:%d: synset %s has the word %q, which no entry of %s names with it; its last entry is %q (line %d): want an entry for every word of every synset (is %s cut short?)",
+				dataPath, unindexed.line, unindexed.off, unindexed.word, indexPath, last[p].lemma, last[p].line, indexPath)
+		}
+		switch {
+		case p == Noun && errors.Is(err, fs.ErrNotExist):
+			nounOK = false
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("wordnet: %w", err)
+		}
 	}
-	switch {
-	case err == nil:
+	if nounOK {
 		memo := map[uint32]bool{}
 		var animate func(o uint32, depth int) bool
 		animate = func(o uint32, depth int) bool {
@@ -248,13 +319,10 @@ func Parse(dir string) (*DB, error) {
 				b.flag(r.lemma, FlagAnimate)
 			}
 		}
-	case errors.Is(err, fs.ErrNotExist):
-	default:
-		return nil, fmt.Errorf("wordnet: %w", err)
 	}
 
 	for p := Noun; p < NumPOS; p++ {
-		err := eachLine(filepath.Join(dir, posFiles[p]+".exc"), func(line string) error {
+		err := eachLine(filepath.Join(dir, posFiles[p]+".exc"), func(line string, _ int, _ int64) error {
 			f := strings.Fields(line)
 			if len(f) < 2 {
 				return nil
@@ -269,21 +337,70 @@ func Parse(dir string) (*DB, error) {
 	return b.build(), nil
 }
 
-func eachLine(path string, fn func(string) error) error {
-	f, err := os.Open(path)
+// indexEntry is a line of index.POS.
+type indexEntry struct {
+	lemma  string
+	pos    POS
+	offs   []uint32 // synset offsets into data.POS, first sense first
+	tagged int      // senses with a count in cntlist.rev (tagsense_cnt)
+	line   int      // in index.POS
+}
+
+// missingSynset returns the error for the first offset in raw's entries of
+// index.POS (at indexPath) that starts no synset line of data.POS (at
+// dataPath; have holds the offsets that do, the last at lastOff).
+func missingSynset(indexPath, dataPath string, lastOff int64, p POS, raw []indexEntry, have map[uint32]bool) error {
+	for _, r := range raw {
+		if r.pos != p {
+			continue
+		}
+		for _, o := range r.offs {
+			if have[o] {
+				continue
+			}
+			why := "a damaged offset?"
+			if int64(o) > lastOff {
+				why = "is " + dataPath + " cut short?"
+			}
+			return fmt.Errorf("%s:%d: %s names synset %08d, which starts no synset line of %s (the last starts at byte %d): want the offset of one (%s)",
+				indexPath, r.line, r.lemma, o, dataPath, lastOff, why)
+		}
+	}
+	return nil
+}
+
+// indexed reports whether the index entry of a data file's word (its
+// lemma: lower case, without an adjective's "(a)", "(p)" or "(ip)") of POS
+// p holds the synset at offset off; ids maps p's offsets to synset ids.
+func indexed(b *builder, ids map[uint32]int32, p POS, word string, off uint32) bool {
+	if i := strings.IndexByte(word, '('); i > 0 && strings.HasSuffix(word, ")") {
+		word = word[:i]
+	}
+	e := b.data[strings.ToLower(word)]
+	id, ok := ids[off]
+	return e != nil && ok && slices.Contains(e.senses[p], id)
+}
+
+// eachLine calls fn with every line of the file at path, without its
+// "\n" or "\r\n", its number (from 1) and the byte offset it starts at.
+// An error of fn is returned wrapped in "path:line: ".
+func eachLine(path string, fn func(line string, n int, at int64) error) error {
+	f, err := infile.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<16)
 	n := 0
+	var at int64
 	for {
 		line, err := r.ReadString('\n')
 		if len(line) > 0 {
 			n++
-			if e := fn(strings.TrimRight(line, "\r\n")); e != nil {
+			if e := fn(strings.TrimRight(line, "\r\n"), n, at); e != nil {
 				return fmt.Errorf("%s:%d: %w", path, n, e)
 			}
+			at += int64(len(line))
 		}
 		if err == io.EOF {
 			return nil
@@ -304,6 +421,7 @@ type builder struct {
 type bEntry struct {
 	senses [NumPOS][]int32
 	freq   [NumPOS]uint32
+	tagged [NumPOS]int // senses with a count, for Parse's check only
 	mask   uint8
 }
 
@@ -338,6 +456,7 @@ func (b *builder) addFreq(lemma string, p POS, n int) {
 		return
 	}
 	e.freq[p] += uint32(n)
+	e.tagged[p]++
 }
 
 func (b *builder) flag(lemma string, f uint8) {

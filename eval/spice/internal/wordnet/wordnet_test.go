@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -228,23 +229,57 @@ func FuzzRead(f *testing.F) {
 	})
 }
 
-// miniDict writes a tiny WordNet dictionary directory: two nouns, a verb,
-// an adjective and an adverb, with the files named in files replaced.
-func miniDict(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	all := map[string]string{
-		"index.noun":  "  1 licence header\ndog n 1 1 @ 1 0 02084071\nman n 1 1 @ 1 1 10287213\n",
-		"index.verb":  "run v 1 0 1 0 01926311\n",
-		"index.adj":   "red a 1 0 1 0 00381097\n",
-		"index.adv":   "fast r 1 0 1 0 00086000\n",
+// dataFile lays out a WordNet data file: header, then the synset lines,
+// each with its own byte offset in place of its "%08d". It returns the
+// file and the offsets, as the index files write them.
+func dataFile(header string, synsets ...string) (body string, offs []string) {
+	var b strings.Builder
+	b.WriteString(header)
+	for _, s := range synsets {
+		off := fmt.Sprintf("%08d", b.Len())
+		offs = append(offs, off)
+		b.WriteString(strings.Replace(s, "%08d", off, 1))
+	}
+	return b.String(), offs
+}
+
+// miniFiles returns a tiny WordNet dictionary, file name to content: three
+// nouns (two of one synset), two verbs, an adjective and an adverb, whose
+// files cross-check (data offsets, an index entry for every word of every
+// synset, a frequency for every tagged sense).
+func miniFiles() map[string]string {
+	noun, n := dataFile("  1 licence header\n",
+		"%08d 05 n 01 dog 0 001 @ 00015388 n 0000 | a dog\n",
+		"%08d 18 n 02 adult_male 0 man 0 001 @ 00007846 n 0000 | a man\n")
+	verb, v := dataFile("  1 licence header\n",
+		"%08d 38 v 01 run 0 000 01 + 01 00 | move fast\n",
+		"%08d 38 v 01 walk 0 000 01 + 01 00 | move slowly\n")
+	// data.adj writes a word as found, with an adjective marker.
+	adj, a := dataFile("", "%08d 00 a 01 Red(p) 0 000 | red\n")
+	adv, r := dataFile("", "%08d 02 r 01 fast 0 000 | quickly\n")
+	return map[string]string{
+		"index.noun":  "  1 licence header\nadult_male n 1 1 @ 1 0 " + n[1] + "\ndog n 1 1 @ 1 1 " + n[0] + "\nman n 1 1 @ 1 1 " + n[1] + "\n",
+		"index.verb":  "run v 1 0 1 0 " + v[0] + "\nwalk v 1 0 1 0 " + v[1] + "\n",
+		"index.adj":   "red a 1 0 1 0 " + a[0] + "\n",
+		"index.adv":   "fast r 1 0 1 0 " + r[0] + "\n",
 		"noun.exc":    "men man\n",
 		"verb.exc":    "ran run\n",
 		"adj.exc":     "",
 		"adv.exc":     "",
-		"cntlist.rev": "man%1:18:00:: 1 100\n",
-		"data.noun":   "  1 licence header\n02084071 05 n 01 dog 0 001 @ 00015388 n 0000 | a dog\n10287213 18 n 01 man 0 001 @ 00007846 n 0000 | a man\n",
+		"cntlist.rev": "dog%1:05:00:: 1 5\nman%1:18:00:: 1 100\n",
+		"data.noun":   noun,
+		"data.verb":   verb,
+		"data.adj":    adj,
+		"data.adv":    adv,
 	}
+}
+
+// miniDict writes miniFiles to a directory, with the files named in files
+// replaced, and returns the directory.
+func miniDict(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	all := miniFiles()
 	for name, body := range files {
 		all[name] = body
 	}
@@ -256,10 +291,25 @@ func miniDict(t *testing.T, files map[string]string) string {
 	return dir
 }
 
+// cut returns miniFiles' file name with its last n lines removed, as a
+// copy cut short at a line boundary.
+func cut(name string, n int) map[string]string {
+	lines := strings.SplitAfter(miniFiles()[name], "\n")
+	lines = lines[:len(lines)-1] // the empty string after the final "\n"
+	return map[string]string{name: strings.Join(lines[:len(lines)-n], "")}
+}
+
+// edit returns miniFiles' file name with old replaced by new, once.
+func edit(name, old, new string) map[string]string {
+	return map[string]string{name: strings.Replace(miniFiles()[name], old, new, 1)}
+}
+
 // TestParseHostile feeds Parse dictionaries crafted to break it: pointer
 // and synset counts that index past the line (a data.noun pointer count
-// of 2^62 overflowed the bound check and indexed out of range), and empty
-// index and frequency files, which are errors naming the file and line.
+// of 2^62 overflowed the bound check and indexed out of range), empty
+// index and frequency files, and files cut short at a line boundary (which
+// parse, and changed the table silently): each is an error naming the
+// file and line, and what was expected.
 func TestParseHostile(t *testing.T) {
 	if _, err := Parse(miniDict(t, nil)); err != nil {
 		t.Fatalf("the mini dictionary: %v", err)
@@ -284,6 +334,26 @@ func TestParseHostile(t *testing.T) {
 		{"cntlist.rev flipped ss_type", map[string]string{"cntlist.rev": "man%1:18:00:: 1 100\ndog%9:05:00:: 1 42\n"}, "cntlist.rev:2: bad frequency line"},
 		{"cntlist.rev count not a number", map[string]string{"cntlist.rev": "man%1:18:00:: 1 1O0\n"}, "cntlist.rev:1: bad frequency line"},
 		{"cntlist.rev columns swapped", map[string]string{"cntlist.rev": "100 1 man%1:18:00::\n"}, "cntlist.rev:1: bad frequency line"},
+		{"index.noun sense_cnt is not synset_cnt", edit("index.noun", "@ 1 1", "@ 2 1"), "index.noun:3: bad line \"dog n 1 1 @ 2 1 00000019\": sense_cnt \"2\" and tagsense_cnt \"1\", want sense_cnt = synset_cnt (1)"},
+		{"index.noun tagsense_cnt over sense_cnt", edit("index.noun", "@ 1 1", "@ 1 3"), "index.noun:3: bad line"},
+		// Cut short at a line boundary: every file parses, the others
+		// tell.
+		// (man's synset is still named by adult_male)
+		{"index.noun cut short", cut("index.noun", 1), "data.noun:3: synset 00000072 has the word \"man\", which no entry of "},
+		{"index.noun cut short (the message)", cut("index.noun", 1), "index.noun names with it; its last entry is \"dog\" (line 3): want an entry for every word of every synset (is "},
+		{"index.noun cut short (the file)", cut("index.noun", 1), "index.noun cut short?)"},
+		{"index.noun cut by two", cut("index.noun", 2), "data.noun:2: synset 00000019 has the word \"dog\""},
+		{"index.verb cut short", cut("index.verb", 1), "data.verb:3: synset 00000069 has the word \"walk\", which no entry of"},
+		{"data.noun cut short", cut("data.noun", 1), "index.noun:2: adult_male names synset 00000072, which starts no synset line of "},
+		{"data.noun cut short (the message)", cut("data.noun", 1), "data.noun (the last starts at byte 19): want the offset of one (is "},
+		{"data.verb cut short", cut("data.verb", 1), "index.verb:2: walk names synset 00000069, which starts no synset line of"},
+		{"data.adv cut to its header", cut("data.adv", 1), "data.adv has no synset line; remove it to go without its checks"},
+		{"index.adj damaged offset", edit("index.adj", "00000000", "00000001"), "index.adj:1: red names synset 00000001, which starts no synset line of"},
+		{"data.noun line removed in the middle", edit("data.noun", "00000019 05 n 01 dog 0 001 @ 00015388 n 0000 | a dog\n", ""),
+			"data.noun:2: the line starts at byte 19 but names offset 00000072: want its own byte offset"},
+		{"cntlist.rev cut short", cut("cntlist.rev", 1), "index.noun:4: man (noun): tagsense_cnt is 1 but "},
+		{"cntlist.rev cut short (the message)", cut("cntlist.rev", 1), "cntlist.rev holds 0 counts of its senses: want one for each tagged sense (is "},
+		{"cntlist.rev cut short (its last line)", cut("cntlist.rev", 1), "cut short? its last line is line 1, \"dog%1:05:00:: 1 5\")"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(miniDict(t, tc.files))

@@ -1,0 +1,786 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/xmr-project/xmr/model"
+)
+
+// This file holds the compressed layout (segment format version 3), in
+// which nothing is stored at full precision, as ColBERTv2 and PLAID store
+// late-interaction indexes:
+//
+//   - every region or word vector is filed under its cell of the inverted
+//     file (ivf.go; a uint16 per vector) and stored as that cell's centroid
+//     plus a residual, product-quantised with 4-bit codes (pq.go's
+//     fast-scan layout; the residual codebook is trained once per build
+//     and modality, on the first batch, and shared by its segments);
+//   - each cell lists the items with a vector in it, once each;
+//   - the global vectors are kept as their int8 codes and sign sketches.
+//
+// A pruned search (rankResidual) touches in memory only the cells' lists,
+// every vector's cell and the items' offsets; then it reads the residual
+// codes of a bounded number of candidates:
+//
+//  1. the query's vectors against every centroid (a table, cells x query
+//     vectors); each query vector probes its best cells;
+//  2. every item met in a probed cell is rated by the sum, over the query
+//     vectors, of the best centroid score among its probed cells;
+//  3. the best of those are rated by centroid interaction: the alignment
+//     of the query with the centroids of all their vectors, pooled as the
+//     scoring says;
+//  4. the best of those (SearchOptions.Candidates) are scored on their
+//     residual codes with the fast-scan kernel: centroid score plus the
+//     residual's quantised table look-ups;
+//  5. the best of those (SearchOptions.Rerank) are scored again with the
+//     codes decoded exactly (float tables), and the best k returned.
+
+// Layout says how a Writer stores the vectors of the segments it writes.
+type Layout int
+
+const (
+	// LayoutAuto stores a modality compressed when the index will hold
+	// more than AutoCompressItems of its items (as LayoutOptions says),
+	// with float32 vectors otherwise.
+	LayoutAuto Layout = iota
+	// LayoutFloat32 keeps the float32 vectors, their int8 and 4-bit
+	// product-quantised codes (segment format version 2): exact search
+	// and float32 re-ranking.
+	LayoutFloat32
+	// LayoutCompressed stores each vector as its cell and a 4-bit
+	// product-quantised residual (format version 3), nothing in float32.
+	LayoutCompressed
+)
+
+// AutoCompressItems is the size above which LayoutAuto compresses: the
+// size above which searches prune (AutoPruneItems). Below it every item
+// is scored and the best re-ranked in float32, so that search scores equal
+// xmr eval's matrix.
+const AutoCompressItems = AutoPruneItems
+
+// LayoutOptions tell a Writer how to store vectors (Writer.SetLayout).
+type LayoutOptions struct {
+	Layout Layout
+	// Images and Captions are how many items of each modality the build
+	// adds (0: unknown), which LayoutAuto adds to those of the index.
+	Images, Captions int
+	// Dsub is the residual quantiser's subspace width (0: 4 from 256
+	// dimensions up, as pq.go): 2 doubles the codes' bytes and halves
+	// their error.
+	Dsub int
+}
+
+// ErrNoFloat32 is wrapped by the errors for a search that needs float32
+// vectors (SearchOptions.Exact) on an index stored compressed.
+var ErrNoFloat32 = errors.New("the index stores compressed codes only, no float32 vectors")
+
+// Section names of format version 3 (besides offsets, pos, sketch, gcodes,
+// gscales, ivf-centroids and ivf-offsets, as in version 2).
+const (
+	secCells       = "cells"       // uint16 x vectors: each vector's cell
+	secResCodebook = "rescodebook" // float32 x subspaces x 16 x dsub: the residual quantiser
+	secResCodes    = "rescodes"    // uint8 x pqBlocks(vectors) x 16 subspaces: residual codes in fast-scan blocks
+	secAlphas      = "alphas"      // int8 x vectors: each vector's cosine with its centroid, in 127ths
+	// secIVFItems holds, in version 3, cell by cell the items with a
+	// vector in the cell, ascending, each once (header "lists" entries).
+)
+
+// resDsubFor returns the residual quantiser's default subspace width for
+// vectors of dim: 2 elements (2 bits an element) up to 512 dimensions, 4
+// above (1 bit), so that 36 regions take about 3 KB at d = 256 and 6 KB at
+// d = 1024 (docs/benchmarks.md, "search", measures recall against bytes).
+func resDsubFor(dim int) int {
+	if dim > 512 {
+		return 4
+	}
+	return 2
+}
+
+// segVersionResidual is the compressed layout's format version.
+const segVersionResidual = 3
+
+// resView is a version 3 segment's compressed vectors.
+type resView struct {
+	cells     int
+	id        quantizerID // the quantizer's centroids, shared by the build's segments
+	centroids []float32   // cells x dim
+	cellOf    []uint16    // per vector
+	alphas    []int8      // per vector: its cosine with its centroid, in 127ths
+	listOff   []int64     // cells + 1
+	listItems []int32     // items of each cell
+	cb        *pqCodebook // residual quantiser
+	cbID      quantizerID // the codebook's section CRC and subspaces: shared by the build's segments
+	codes     []byte      // pqBlocks(vectors) x 16m
+	offsets   []int       // as Embeddings.Offsets
+}
+
+// check reports cells, lists or items out of range or order.
+func (v *resView) check(items int) error {
+	for x, c := range v.cellOf {
+		if int(c) >= v.cells {
+			return fmt.Errorf("section %q: vector %d is filed under cell %d of %d", secCells, x, c, v.cells)
+		}
+	}
+	if v.listOff[0] != 0 || v.listOff[v.cells] != int64(len(v.listItems)) {
+		return fmt.Errorf("section %q: lists span [%d, %d) of %d entries", secIVFOffsets, v.listOff[0], v.listOff[v.cells], len(v.listItems))
+	}
+	for c := 0; c < v.cells; c++ {
+		if v.listOff[c+1] < v.listOff[c] {
+			return fmt.Errorf("section %q: list %d ends before it starts", secIVFOffsets, c)
+		}
+		prev := int32(-1)
+		for _, it := range v.listItems[v.listOff[c]:v.listOff[c+1]] {
+			if it <= prev || int(it) >= items {
+				return fmt.Errorf("section %q: list %d holds item %d after %d; items must ascend below %d", secIVFItems, c, it, prev, items)
+			}
+			prev = it
+		}
+	}
+	return nil
+}
+
+// cellLists returns, for vectors filed under cells by cellOf (those of the
+// items of offsets), each cell's items, ascending, each once.
+func cellLists(cellOf []uint16, offsets []int, cells int) (off []int64, items []int32) {
+	off = make([]int64, cells+1)
+	stamp := make([]int32, cells) // item+1 that last counted the cell
+	base := offsets[0]
+	for it := 0; it+1 < len(offsets); it++ {
+		for x := offsets[it] - base; x < offsets[it+1]-base; x++ {
+			if c := cellOf[x]; stamp[c] != int32(it+1) {
+				stamp[c] = int32(it + 1)
+				off[c+1]++
+			}
+		}
+	}
+	for c := 0; c < cells; c++ {
+		off[c+1] += off[c]
+	}
+	items = make([]int32, off[cells])
+	fill := slices.Clone(off[:cells])
+	clear(stamp)
+	for it := 0; it+1 < len(offsets); it++ {
+		for x := offsets[it] - base; x < offsets[it+1]-base; x++ {
+			if c := cellOf[x]; stamp[c] != int32(it+1) {
+				stamp[c] = int32(it + 1)
+				items[fill[c]] = int32(it)
+				fill[c]++
+			}
+		}
+	}
+	return off, items
+}
+
+// trainResidual trains the residual quantiser of vecs (rows of d, filed
+// under cellOf by qz) on a strided sample.
+func trainResidual(vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int) *pqCodebook {
+	n := len(vecs) / d
+	sample := strided(n, pqTrainVectors)
+	res := make([]float32, len(sample)*d)
+	for j, i := range sample {
+		c := qz.centroids[int(cellOf[i])*d : int(cellOf[i]+1)*d]
+		residual(res[j*d:(j+1)*d], vecs[i*d:(i+1)*d], c, alphaValue(alphaOf(vecs[i*d:(i+1)*d], c)))
+	}
+	return trainPQ(res, d, dsub)
+}
+
+// residual sets out to v minus a times its (unit) centroid c.
+func residual(out, v, c []float32, a float32) {
+	for k, x := range v {
+		out[k] = x - a*c[k]
+	}
+}
+
+// alphaOf returns the cosine of v with its unit centroid c in 127ths: the
+// part of v along c, which the residual leaves out. Queries lie near the
+// centroids of the vectors they match, so that this part, kept to within
+// 1/254, carries most of their scores; a residual from the centroid
+// itself would be longer than v for a vector far from its centroid.
+func alphaOf(v, c []float32) int8 {
+	var a float32
+	for k, x := range v {
+		a += x * c[k]
+	}
+	return int8(max(-127, min(127, math.Round(float64(a)*127))))
+}
+
+// alphaValue returns the cosine that alphaOf's code stands for.
+func alphaValue(a int8) float32 { return float32(a) / 127 }
+
+// encodeResiduals returns the codes of the residuals of vecs (rows of
+// cb.dim) from their cells' centroids, in the fast-scan block layout, in
+// parallel.
+func (cb *pqCodebook) encodeResiduals(vecs []float32, cellOf []uint16, centroids []float32) (codes []byte, alphas []int8) {
+	d := cb.dim
+	n := len(vecs) / d
+	nb := pqBlocks(n)
+	bs := 16 * cb.m
+	out := make([]byte, nb*bs)
+	alphas = make([]int8, n)
+	// Half the squared norm of every centroid: the nearest centroid to x
+	// is the one with the largest x.c - |c|^2/2.
+	half := make([]float32, cb.m*pqCentroids)
+	for c := range half {
+		for _, v := range cb.centroids[c*cb.dsub : (c+1)*cb.dsub] {
+			half[c] += v * v / 2
+		}
+	}
+	w := cb.dsub
+	parallel((nb+31)/32, func(t int) {
+		res := make([]float32, cb.m*w) // zero past d
+		for b := t * 32; b < min(t*32+32, nb); b++ {
+			blk := out[b*bs : (b+1)*bs]
+			for i := 0; i < pqBlock && b*pqBlock+i < n; i++ {
+				x := b*pqBlock + i
+				c := centroids[int(cellOf[x])*d : int(cellOf[x]+1)*d]
+				alphas[x] = alphaOf(vecs[x*d:(x+1)*d], c)
+				residual(res[:d], vecs[x*d:(x+1)*d], c, alphaValue(alphas[x]))
+				for s := 0; s < cb.m; s++ {
+					setCode(blk, s, i, byte(nearestHalf(res[s*w:(s+1)*w], cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], half[s*pqCentroids:(s+1)*pqCentroids])))
+				}
+			}
+		}
+	})
+	return out, alphas
+}
+
+// nearestHalf returns the index of the centroid (16 rows of len(x) in
+// cent, half their squared norms in half) closest to x: the largest x.c -
+// |c|^2/2; ties go to the lower index. Widths 2 and 4 are unrolled.
+func nearestHalf(x, cent, half []float32) int {
+	best, bv := 0, float32(math.Inf(-1))
+	switch len(x) {
+	case 2:
+		x0, x1 := x[0], x[1]
+		cent = cent[:2*pqCentroids]
+		for c := 0; c < pqCentroids; c++ {
+			if v := x0*cent[2*c] + x1*cent[2*c+1] - half[c]; v > bv {
+				best, bv = c, v
+			}
+		}
+	case 4:
+		x0, x1, x2, x3 := x[0], x[1], x[2], x[3]
+		cent = cent[:4*pqCentroids]
+		for c := 0; c < pqCentroids; c++ {
+			r := cent[4*c : 4*c+4]
+			if v := x0*r[0] + x1*r[1] + x2*r[2] + x3*r[3] - half[c]; v > bv {
+				best, bv = c, v
+			}
+		}
+	default:
+		w := len(x)
+		for c := 0; c < pqCentroids; c++ {
+			v := -half[c]
+			for k, e := range x {
+				v += e * cent[c*w+k]
+			}
+			if v > bv {
+				best, bv = c, v
+			}
+		}
+	}
+	return best
+}
+
+// codeAt returns the 4-bit code of subspace s of vector x in blocked codes
+// of m subspaces.
+func codeAt(codes []byte, m, x, s int) byte {
+	i := x % pqBlock
+	b := codes[(x/pqBlock)*16*m+(s/2)*32+(s%2)*16+i%16]
+	if i < 16 {
+		return b & 0x0f
+	}
+	return b >> 4
+}
+
+// decode writes vector x (its centroid plus its decoded residual) to out
+// (dim elements).
+func (v *resView) decode(x int, out []float32) {
+	cb := v.cb
+	d := cb.dim
+	a := alphaValue(v.alphas[x])
+	for k, c := range v.centroids[int(v.cellOf[x])*d : (int(v.cellOf[x])+1)*d] {
+		out[k] = a * c
+	}
+	for s := 0; s < cb.m; s++ {
+		c := codeAt(v.codes, cb.m, x, s)
+		cent := cb.centroids[(s*pqCentroids+int(c))*cb.dsub:]
+		for k := 0; k < cb.dsub && s*cb.dsub+k < d; k++ {
+			out[s*cb.dsub+k] += cent[k]
+		}
+	}
+}
+
+// resQuery is a query prepared for compressed segments: its vectors'
+// dot products with every cell's centroid and, per residual codebook,
+// its tables (exact, and quantised for the kernel).
+type resQuery struct {
+	q      []float32
+	d, nq  int
+	tables map[quantizerID][]float32 // cells x nq
+	exact  map[quantizerID][]float32 // nq x m x 16
+	luts   map[quantizerID]*pqQuery
+}
+
+// newResQuery prepares q (rows of d) for the compressed segments of segs.
+func newResQuery(segs []*segment, q []float32, d int) *resQuery {
+	rq := &resQuery{q: q, d: d, nq: len(q) / d, tables: map[quantizerID][]float32{},
+		exact: map[quantizerID][]float32{}, luts: map[quantizerID]*pqQuery{}}
+	var pf *packedFloats
+	for _, seg := range segs {
+		v := seg.res
+		if v == nil {
+			continue
+		}
+		if _, ok := rq.tables[v.id]; !ok {
+			if pf == nil {
+				pf = packFloats(q, d)
+			}
+			t := make([]float32, v.cells*rq.nq)
+			var tmp []float32
+			dotsInto(v.centroids, d, pf, t, &tmp)
+			rq.tables[v.id] = t
+		}
+		if _, ok := rq.luts[v.cbID]; !ok {
+			rq.luts[v.cbID] = v.cb.pqLUTs(q)
+			rq.exact[v.cbID] = v.cb.floatTables(q)
+		}
+	}
+	return rq
+}
+
+// floatTables returns, for each query vector (rows of cb.dim) and
+// subspace, its dot products with the 16 centroids: nq x m x 16.
+func (cb *pqCodebook) floatTables(vecs []float32) []float32 {
+	n := len(vecs) / cb.dim
+	out := make([]float32, n*cb.m*pqCentroids)
+	buf := make([]float32, cb.dsub)
+	for v := 0; v < n; v++ {
+		x := vecs[v*cb.dim : (v+1)*cb.dim]
+		for s := 0; s < cb.m; s++ {
+			sub := cb.sub(x, s, buf)
+			row := out[(v*cb.m+s)*pqCentroids : (v*cb.m+s+1)*pqCentroids]
+			for c := range row {
+				cent := cb.centroids[(s*pqCentroids+c)*cb.dsub:]
+				var dot float32
+				for k, e := range sub {
+					dot += e * cent[k]
+				}
+				row[c] = dot
+			}
+		}
+	}
+	return out
+}
+
+// resScratch holds one goroutine's buffers for scoring residual codes.
+type resScratch struct {
+	sums  []uint16
+	sims  []float32
+	codes []byte
+}
+
+// score scores items [lo, hi) of v into out[0 : hi-lo] with the fast-scan
+// kernel: each cosine is the vector's centroid score plus the quantised
+// tables' estimate of its residual's.
+func (sc *resScratch) score(v *resView, rq *resQuery, s model.Scoring, queryIsText bool, lo, hi int, out []float32) {
+	v0, v1 := v.offsets[lo], v.offsets[hi]
+	if v1 == v0 {
+		clear(out)
+		return
+	}
+	q, t := rq.luts[v.cbID], rq.tables[v.id]
+	b0, b1 := v0/pqBlock, pqBlocks(v1)
+	nb, nq, bs := b1-b0, q.n, 16*q.m
+	sc.sums = grow(sc.sums, nb*len(q.luts)*64)
+	codes := v.codes[b0*bs : b1*bs]
+	for p, lut := range q.luts {
+		fastscan(codes, nb, q.m, lut, sc.sums[p*nb*64:(p+1)*nb*64])
+	}
+	base := v0 - b0*pqBlock
+	nv := v1 - v0
+	sc.sims = grow(sc.sims, nv*nq)
+	if s == model.MrSw && queryIsText {
+		// Each word's best region without the matrix: the vectors'
+		// centroid terms, then per word the max over an item's vectors of
+		// centroid term plus scaled sum (the bias is the word's own).
+		for r := 0; r < nv; r++ {
+			a := alphaValue(v.alphas[v0+r])
+			c := int(v.cellOf[v0+r])
+			row := sc.sims[r*nq : (r+1)*nq]
+			for qi, ct := range t[c*nq : (c+1)*nq] {
+				row[qi] = a * ct
+			}
+		}
+		for i := lo; i < hi; i++ {
+			r0, r1 := v.offsets[i]-v0, v.offsets[i+1]-v0
+			var total float32
+			for qi := 0; qi < nq && r1 > r0; qi++ {
+				sums := sc.sums[(qi/2)*nb*64+(qi%2)*32:]
+				scale := q.scale[qi]
+				best := float32(math.Inf(-1))
+				for r := r0; r < r1; r++ {
+					x := r + base
+					if val := sc.sims[r*nq+qi] + scale*float32(sums[(x/pqBlock)*64+x%pqBlock]); val > best {
+						best = val
+					}
+				}
+				total += best + q.bias[qi]
+			}
+			out[i-lo] = total
+		}
+		return
+	}
+	if s == model.MrSw && nq > 0 {
+		// An image query: each caption word's max over the query's
+		// regions, summed over the words, without the matrix.
+		for i := lo; i < hi; i++ {
+			var total float32
+			for r := v.offsets[i] - v0; r < v.offsets[i+1]-v0; r++ {
+				x := r + base
+				k := (x/pqBlock)*64 + x%pqBlock
+				a := alphaValue(v.alphas[v0+r])
+				ct := t[int(v.cellOf[v0+r])*nq : int(v.cellOf[v0+r]+1)*nq]
+				best := float32(math.Inf(-1))
+				for qi, c := range ct {
+					if val := a*c + q.scale[qi]*float32(sc.sums[(qi/2)*nb*64+(qi%2)*32+k]) + q.bias[qi]; val > best {
+						best = val
+					}
+				}
+				total += best
+			}
+			out[i-lo] = total
+		}
+		return
+	}
+	for r := 0; r < nv; r++ {
+		x := r + base
+		k := (x/pqBlock)*64 + x%pqBlock
+		row := sc.sims[r*nq : (r+1)*nq]
+		ct := t[int(v.cellOf[v0+r])*nq:]
+		a := alphaValue(v.alphas[v0+r])
+		for qi := range row {
+			row[qi] = a*ct[qi] + q.scale[qi]*float32(sc.sums[(qi/2)*nb*64+(qi%2)*32+k]) + q.bias[qi]
+		}
+	}
+	for i := lo; i < hi; i++ {
+		a, b := v.offsets[i]-v0, v.offsets[i+1]-v0
+		out[i-lo] = pool(sc.sims[a*nq:b*nq], b-a, nq, s, queryIsText)
+	}
+}
+
+// exact scores item i of v with its codes decoded exactly: each cosine is
+// the centroid score plus the sum of the residual's float tables.
+func (sc *resScratch) exact(v *resView, rq *resQuery, s model.Scoring, queryIsText bool, i int) float32 {
+	x0, x1 := v.offsets[i], v.offsets[i+1]
+	nq, m := rq.nq, v.cb.m
+	ft, t := rq.exact[v.cbID], rq.tables[v.id]
+	sc.sims = grow(sc.sims, (x1-x0)*nq)
+	sc.codes = grow(sc.codes, m)
+	for x := x0; x < x1; x++ {
+		for s := range m {
+			sc.codes[s] = codeAt(v.codes, m, x, s)
+		}
+		row := sc.sims[(x-x0)*nq : (x-x0+1)*nq]
+		ct := t[int(v.cellOf[x])*nq:]
+		a := alphaValue(v.alphas[x])
+		for qi := range row {
+			tab := ft[qi*m*pqCentroids : (qi+1)*m*pqCentroids]
+			sum := a * ct[qi]
+			for s, c := range sc.codes[:m] {
+				sum += tab[s*pqCentroids+int(c)]
+			}
+			row[qi] = sum
+		}
+	}
+	return pool(sc.sims[:(x1-x0)*nq], x1-x0, nq, s, queryIsText)
+}
+
+// scoreResidual scores the query against every item of v on the residual
+// codes (the fast-scan estimate), in parallel over blocks of items.
+func scoreResidual(ctx context.Context, v *resView, rq *resQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
+	return scoreBlocks(ctx, v.offsets, pqTaskVectors, func() func(lo, hi int, out []float32) {
+		var sc resScratch
+		return func(lo, hi int, out []float32) { sc.score(v, rq, s, queryIsText, lo, hi, out) }
+	})
+}
+
+// allResidual reports whether every segment is stored compressed; anyResidual
+// whether one is.
+func allResidual(segs []*segment) bool {
+	for _, s := range segs {
+		if s.res == nil {
+			return false
+		}
+	}
+	return len(segs) > 0
+}
+
+func anyResidual(segs []*segment) bool {
+	for _, s := range segs {
+		if s.res != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// resCandidates returns the n items of segs (all compressed) rated best for
+// the query by stages 1-3 of the top of this file, best first.
+func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes int, s model.Scoring, queryIsText bool) ([]candidate, error) {
+	nq := rq.nq
+	// Stage 1: each query vector's best cells, best first.
+	type probe struct {
+		cell int32
+		t    float32
+	}
+	probed := map[quantizerID][][]probe{} // per quantizer, per query vector
+	for _, seg := range segs {
+		v := seg.res
+		if _, ok := probed[v.id]; ok {
+			continue
+		}
+		t := rq.tables[v.id]
+		col := make([]float32, v.cells)
+		per := make([][]probe, nq)
+		for w := range nq {
+			for c := range col {
+				col[c] = t[c*nq+w]
+			}
+			for _, h := range model.TopK(col, min(probes, v.cells)) {
+				per[w] = append(per[w], probe{int32(h.Index), h.Score})
+			}
+		}
+		probed[v.id] = per
+	}
+	// Stage 2: per segment, the items met, rated by their best probed
+	// cell per query vector.
+	res := make([]rated, len(segs))
+	err := eachSegment(ctx, segs, func(si int, seg *segment) {
+		v := seg.res
+		acc := make([]float32, seg.header.Items)
+		stamp := make([]int32, seg.header.Items)
+		var touched []int32
+		for w, ps := range probed[v.id] {
+			for _, p := range ps {
+				for _, it := range v.listItems[v.listOff[p.cell]:v.listOff[p.cell+1]] {
+					switch stamp[it] {
+					case int32(w + 1): // a better cell of this query vector counted it
+					case 0:
+						touched = append(touched, it)
+						stamp[it], acc[it] = int32(w+1), p.t
+					default:
+						stamp[it] = int32(w + 1)
+						acc[it] += p.t
+					}
+				}
+			}
+		}
+		slices.Sort(touched)
+		sc := make([]float32, len(touched))
+		for i, it := range touched {
+			sc[i] = acc[it]
+		}
+		res[si] = rated{touched, sc}
+	})
+	if err != nil {
+		return nil, err
+	}
+	all, who := flatten(segs, res)
+	// Stage 3: centroid interaction for the best of them.
+	keep := min(len(all), max(resInteractFactor*n, resInteractMin))
+	top := model.TopK(all, keep)
+	first := make([]candidate, len(top))
+	for i, h := range top {
+		first[i] = who[h.Index]
+	}
+	ci := make([]float32, len(first))
+	err = forRanges(ctx, len(first), 256, func() func(lo, hi int) {
+		var sims []float32
+		return func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				c := first[i]
+				v := c.seg.res
+				t := rq.tables[v.id]
+				x0, x1 := v.offsets[c.row], v.offsets[c.row+1]
+				sims = grow(sims, (x1-x0)*nq)
+				for x := x0; x < x1; x++ {
+					a := alphaValue(v.alphas[x])
+					row := sims[(x-x0)*nq : (x-x0+1)*nq]
+					for qi, ct := range t[int(v.cellOf[x])*nq : int(v.cellOf[x]+1)*nq] {
+						row[qi] = a * ct
+					}
+				}
+				ci[i] = pool(sims, x1-x0, nq, s, queryIsText)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	best := model.TopK(ci, min(n, len(ci)))
+	out := make([]candidate, len(best))
+	for i, h := range best {
+		out[i] = first[h.Index]
+	}
+	return out, nil
+}
+
+// Centroid interaction (stage 3) rates max(resInteractFactor x candidates,
+// resInteractMin) items.
+const (
+	resInteractFactor = 8
+	resInteractMin    = 4096
+)
+
+// scoreResCandidates scores the candidates on their residual codes (the
+// fast-scan estimate), in parallel.
+func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
+	out := make([]float32, len(cands))
+	err := forRanges(ctx, len(cands), 32, func() func(lo, hi int) {
+		var sc resScratch
+		return func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				c := cands[i]
+				sc.score(c.seg.res, rq, s, queryIsText, c.row, c.row+1, out[i:i+1])
+			}
+		}
+	})
+	return out, err
+}
+
+// rankResidual ranks the items of segs (all compressed) for an alignment
+// scoring through stages 1-5 of the top of this file: c candidates scored
+// on their codes, the best o.rerank(false) of them decoded exactly.
+func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
+	rq := newResQuery(segs, q.Item(0), q.Dim)
+	cands, err := resCandidates(ctx, segs, rq, c, o.probes(), s, queryIsText)
+	if err != nil {
+		return nil, err
+	}
+	scores, err := scoreResCandidates(ctx, cands, rq, s, queryIsText)
+	if err != nil {
+		return nil, err
+	}
+	return rerankBest(ctx, segs, cands, scores, q, s, queryIsText, o)
+}
+
+// decodeItem returns item i of a compressed segment decoded: its vectors
+// (centroids plus decoded residuals), positions and global vector (from
+// its int8 codes).
+func (s *segment) decodeItem(i int) *model.Embeddings {
+	v, d := s.res, s.header.Dim
+	x0, x1 := v.offsets[i], v.offsets[i+1]
+	e := &model.Embeddings{Dim: d, Offsets: []int{0, x1 - x0}, Pos: slices.Clone(s.emb.Pos[x0:x1]),
+		Vecs: make([]float32, (x1-x0)*d), Global: s.global.decode(i, d)}
+	for x := x0; x < x1; x++ {
+		v.decode(x, e.Vecs[(x-x0)*d:(x-x0+1)*d])
+	}
+	return e
+}
+
+// decode returns global vector i from its int8 code.
+func (g *globalView) decode(i, d int) []float32 {
+	out := make([]float32, d)
+	sc := g.scales[i]
+	for k, c := range g.codes[i*g.cd : i*g.cd+d] {
+		out[k] = sc * float32(c)
+	}
+	return out
+}
+
+// item returns item i of s: a view of its float32 vectors, or, stored
+// compressed, its vectors decoded.
+func (s *segment) item(i int) *model.Embeddings {
+	if s.res != nil {
+		return s.decodeItem(i)
+	}
+	return s.emb.Slice(i, i+1)
+}
+
+// globals returns the segment's items with their global vectors (no
+// region or word vectors when stored compressed: decoded from the int8
+// codes).
+func (s *segment) globals() *model.Embeddings {
+	if s.res == nil {
+		return s.emb
+	}
+	n, d := s.header.Items, s.header.Dim
+	e := &model.Embeddings{Dim: d, Offsets: make([]int, n+1), Global: make([]float32, n*d)}
+	for i := range n {
+		copy(e.Global[i*d:], s.global.decode(i, d))
+	}
+	return e
+}
+
+// residentBytes returns the bytes of s that a search keeps in memory (the
+// sections Preload reads): for a compressed segment its offsets, cells,
+// lists, centroids and codebooks; otherwise every section but the float32
+// vectors.
+func (s *segment) residentBytes() int64 {
+	var n int64
+	for name, sec := range s.header.Sections {
+		if s.resident(name) {
+			n += sec.Size
+		}
+	}
+	return n
+}
+
+// resident reports whether Preload reads section name of s.
+func (s *segment) resident(name string) bool {
+	if s.res != nil {
+		switch name {
+		case secOffsets, secCells, secAlphas, secIVFOffsets, secIVFItems, secIVFCentroids, secResCodebook:
+			return true
+		}
+		return false
+	}
+	return name != secVectors && name != secGlobal
+}
+
+// writeCompressedSegment writes e as a segment file of format version 3
+// at path, atomically: its vectors filed under qz's cells (cellOf, from
+// qz.assign) with their residuals coded by rcb.
+func writeCompressedSegment(path, modality, fingerprint string, e *model.Embeddings, qz *quantizer, rcb *pqCodebook, cellOf []uint16) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := checkFinite(path, modality, e); err != nil {
+		return err
+	}
+	n, d := e.Len(), e.Dim
+	first, last := 0, 0
+	if n > 0 {
+		first, last = e.Offsets[0], e.Offsets[n]
+	}
+	offsets := make([]int64, n+1)
+	for i := range offsets {
+		offsets[i] = int64(e.Offsets[i] - first)
+	}
+	gcodes, gscales := quantize(e.Global[:n*d], d)
+	sketch := sketches(e.Global[:n*d], d)
+	listOff, listItems := cellLists(cellOf, e.Offsets[:n+1], qz.cells)
+	codes, alphas := rcb.encodeResiduals(e.Vecs[first*d:last*d], cellOf, qz.centroids)
+	arrays := []namedArray{
+		{secOffsets, bytesOf(offsets)},
+		{secPos, bytesOf(e.Pos[first:last])},
+		{secSketch, bytesOf(sketch)},
+		{secGCodes, bytesOf(gcodes)},
+		{secGScales, bytesOf(gscales)},
+		{secIVFCentroids, bytesOf(qz.centroids)},
+		{secIVFOffsets, bytesOf(listOff)},
+		{secIVFItems, bytesOf(listItems)},
+		{secCells, bytesOf(cellOf)},
+		{secAlphas, bytesOf(alphas)},
+		{secResCodebook, bytesOf(rcb.centroids)},
+		{secResCodes, codes},
+	}
+	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint,
+		Cells: qz.cells, Lists: len(listItems), Sections: map[string]section{}, PQ: &pqHeader{Subspaces: rcb.m, Dsub: rcb.dsub}}
+	return writeSections(path, &h, segVersionResidual, arrays)
+}
