@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -105,6 +106,20 @@ func tempPattern(dest string) string { return "." + filepath.Base(dest) + ".tmp-
 func Temporaries(path string) []string {
 	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), tempPattern(path)))
 	return matches
+}
+
+// RemoveTemporaries removes the temporary files of path (Temporaries: what
+// killed writers left) and logs each. path's base name may be a pattern
+// (filepath.Match), for files whose names vary. The same rule holds: only
+// a caller that holds the directory's lock may call it.
+func RemoveTemporaries(path string) {
+	for _, p := range Temporaries(path) {
+		if err := os.Remove(p); err != nil {
+			slog.Warn("cannot remove a killed run's temporary file", "file", p, "err", err)
+			continue
+		}
+		slog.Info("removed a killed run's temporary file", "file", p)
+	}
 }
 
 // destination resolves path by the rules of Create: for a FIFO or a

@@ -7,10 +7,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -121,6 +123,19 @@ func WorkDir(dir, pattern string) (string, func(), error) {
 		return "", nil, err
 	}
 	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
+// Percentile returns the q-quantile (0 < q <= 1) of xs by nearest rank,
+// or the zero value for none; xs is not changed.
+func Percentile[T cmp.Ordered](xs []T, q float64) T {
+	var zero T
+	if len(xs) == 0 {
+		return zero
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
 }
 
 // Median returns the middle of xs (the mean of the two middle values when

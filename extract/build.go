@@ -330,24 +330,8 @@ var outputPatterns = []string{"*_ims.npy", "*_boxes.npy", "*_ids.txt", "*_nregio
 // writer of them is alive. Other files are left alone.
 func removeStaleTemps(out string) {
 	for _, dir := range []string{out, filepath.Join(out, "global"), filepath.Join(out, PartsDir)} {
-		temps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
-		for _, t := range temps {
-			base := filepath.Base(t)
-			name := strings.TrimPrefix(base[:strings.LastIndex(base, ".tmp-")], ".")
-			ours := false
-			for _, pat := range outputPatterns {
-				if ok, _ := filepath.Match(pat, name); ok {
-					ours = true
-				}
-			}
-			if !ours {
-				continue
-			}
-			if err := os.Remove(t); err != nil {
-				slog.Warn("extract: cannot remove a killed run's temporary file", "file", t, "err", err)
-				continue
-			}
-			slog.Info("extract: removed a killed run's temporary file", "file", t)
+		for _, pat := range outputPatterns {
+			atomicfile.RemoveTemporaries(filepath.Join(dir, pat))
 		}
 	}
 }

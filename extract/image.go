@@ -11,10 +11,9 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 
-	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/detect"
+	"github.com/xmr-project/xmr/internal/infile"
 )
 
 // Limits bound what an image may cost before it is decoded. The zero value
@@ -105,10 +104,9 @@ func LoadUpright(path string, lim Limits) (image.Image, error) {
 // ReadFile reads the file at path whole, refusing what is not a regular
 // file and a file over lim's MaxBytes. Errors name the file.
 func ReadFile(path string, lim Limits) ([]byte, error) {
-	// O_NONBLOCK: open(2) of a FIFO waits for a writer without it (one
-	// FIFO named like a photo hung a whole folder); on a regular file it
-	// changes nothing.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// infile opens without blocking on a FIFO (one named like a photo
+	// hung a whole folder) and refuses what is not a regular file.
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", path, unwrapPath(err))
 	}
@@ -116,9 +114,6 @@ func ReadFile(path string, lim Limits) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", path, unwrapPath(err))
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read image %s: not a regular file (%s)", path, atomicfile.Describe(st.Mode()))
 	}
 	if st.Size() > lim.maxBytes() {
 		return nil, fmt.Errorf("read image %s: %w: %d bytes, the limit is %d", path, ErrTooLarge, st.Size(), lim.maxBytes())

@@ -178,18 +178,37 @@ func (cb *pqCodebook) encode(vecs []float32) []byte {
 	nb := pqBlocks(n)
 	bs := 16 * cb.m // bytes per block
 	out := make([]byte, nb*bs)
+	half := cb.halfNorms()
 	parallel(nb, func(b int) {
-		buf := make([]float32, cb.dsub)
+		buf := make([]float32, cb.m*cb.dsub)
 		blk := out[b*bs : (b+1)*bs]
 		for i := 0; i < pqBlock && b*pqBlock+i < n; i++ {
-			v := vecs[(b*pqBlock+i)*cb.dim : (b*pqBlock+i+1)*cb.dim]
-			for s := 0; s < cb.m; s++ {
-				c := nearest(cb.sub(v, s, buf), cb.centroids[s*pqCentroids*cb.dsub:(s+1)*pqCentroids*cb.dsub], cb.dsub)
-				setCode(blk, s, i, byte(c))
-			}
+			copy(buf, vecs[(b*pqBlock+i)*cb.dim:(b*pqBlock+i+1)*cb.dim])
+			cb.encodeInto(blk, i, buf, half)
 		}
 	})
 	return out
+}
+
+// halfNorms returns half the squared norm of every centroid (m x 16): the
+// nearest centroid to x is the one with the largest x.c - |c|^2/2.
+func (cb *pqCodebook) halfNorms() []float32 {
+	half := make([]float32, cb.m*pqCentroids)
+	for c := range half {
+		for _, v := range cb.centroids[c*cb.dsub : (c+1)*cb.dsub] {
+			half[c] += v * v / 2
+		}
+	}
+	return half
+}
+
+// encodeInto stores the codes of x (m x dsub elements, zero past the
+// dimension) as vector i of the block blk; half is halfNorms().
+func (cb *pqCodebook) encodeInto(blk []byte, i int, x, half []float32) {
+	w := cb.dsub
+	for s := 0; s < cb.m; s++ {
+		setCode(blk, s, i, byte(nearestHalf(x[s*w:(s+1)*w], cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], half[s*pqCentroids:(s+1)*pqCentroids])))
+	}
 }
 
 // setCode stores the 4-bit code c of subspace s of vector i (< 32) in the
@@ -216,13 +235,18 @@ type pqQuery struct {
 
 // pqLUTs builds the tables of the query vectors vecs (rows of cb.dim).
 func (cb *pqCodebook) pqLUTs(vecs []float32) *pqQuery {
-	n := len(vecs) / cb.dim
+	return cb.lutsOf(cb.floatTables(vecs))
+}
+
+// lutsOf quantises the tables ft of floatTables (not changed) into the
+// kernel's.
+func (cb *pqCodebook) lutsOf(ft []float32) *pqQuery {
+	n := len(ft) / (cb.m * pqCentroids)
 	pairs := (n + 1) / 2
 	q := &pqQuery{n: n, m: cb.m, scale: make([]float32, 2*pairs), bias: make([]float32, 2*pairs)}
 	for p := 0; p < pairs; p++ {
 		q.luts = append(q.luts, make([]byte, 2*16*cb.m))
 	}
-	ft := cb.floatTables(vecs)
 	mins := make([]float32, cb.m)
 	for v := 0; v < n; v++ {
 		t := ft[v*cb.m*pqCentroids : (v+1)*cb.m*pqCentroids]
@@ -239,13 +263,11 @@ func (cb *pqCodebook) pqLUTs(vecs []float32) *pqQuery {
 			span = max(span, hi-lo)
 		}
 		scale := span / pqMaxEntry
-		if !(scale > 0) || math.IsInf(float64(scale), 0) { // a zero (or non-finite) query vector
-			scale = 1
-			clear(t)
-			clear(mins)
-			bias = 0
-		}
 		q.scale[v], q.bias[v] = scale, float32(bias)
+		if !(scale > 0) || math.IsInf(float64(scale), 0) { // a zero (or non-finite) query vector: all-zero tables
+			q.scale[v], q.bias[v] = 1, 0
+			continue
+		}
 		lut := q.luts[v/2][(v%2)*16*cb.m:]
 		for s := 0; s < cb.m; s++ {
 			for c := 0; c < pqCentroids; c++ {

@@ -42,7 +42,7 @@ func TestFastscan(t *testing.T) {
 				for i := 0; i < pqBlock; i++ {
 					var s int
 					for sub := 0; sub < c.m; sub++ {
-						s += int(lut[j*bs+(sub/2)*32+(sub%2)*16+int(code(codes[b*bs:], sub, i))])
+						s += int(lut[j*bs+(sub/2)*32+(sub%2)*16+int(codeAt(codes, c.m, b*pqBlock+i, sub))])
 					}
 					if s > math.MaxUint16 {
 						t.Fatalf("m=%d: sum %d overflows", c.m, s)
@@ -131,9 +131,8 @@ func TestPQEstimateBound(t *testing.T) {
 		n := len(e.Vecs) / dim
 		recon := func(v int) []float32 {
 			out := make([]float32, cb.m*cb.dsub)
-			blk := codes[(v/pqBlock)*16*cb.m:]
 			for s := 0; s < cb.m; s++ {
-				c := int(code(blk, s, v%pqBlock))
+				c := int(codeAt(codes, cb.m, v, s))
 				copy(out[s*cb.dsub:(s+1)*cb.dsub], cb.centroids[(s*pqCentroids+c)*cb.dsub:])
 			}
 			return out[:dim]
@@ -475,14 +474,4 @@ func TestScorePQPools(t *testing.T) {
 			}
 		}
 	}
-}
-
-// code reads back the 4-bit code of vector i (of a block's 32) in
-// subspace s, as setCode stores it.
-func code(blk []byte, s, i int) byte {
-	b := blk[(s/2)*32+(s%2)*16+i%16]
-	if i < 16 {
-		return b & 0x0f
-	}
-	return b >> 4
 }

@@ -222,17 +222,9 @@ func (cb *pqCodebook) encodeResiduals(vecs []float32, cellOf []uint16, centroids
 	bs := 16 * cb.m
 	out := make([]byte, nb*bs)
 	alphas = make([]int8, n)
-	// Half the squared norm of every centroid: the nearest centroid to x
-	// is the one with the largest x.c - |c|^2/2.
-	half := make([]float32, cb.m*pqCentroids)
-	for c := range half {
-		for _, v := range cb.centroids[c*cb.dsub : (c+1)*cb.dsub] {
-			half[c] += v * v / 2
-		}
-	}
-	w := cb.dsub
+	half := cb.halfNorms()
 	parallel((nb+31)/32, func(t int) {
-		res := make([]float32, cb.m*w) // zero past d
+		res := make([]float32, cb.m*cb.dsub) // zero past d
 		for b := t * 32; b < min(t*32+32, nb); b++ {
 			blk := out[b*bs : (b+1)*bs]
 			for i := 0; i < pqBlock && b*pqBlock+i < n; i++ {
@@ -240,9 +232,7 @@ func (cb *pqCodebook) encodeResiduals(vecs []float32, cellOf []uint16, centroids
 				c := centroids[int(cellOf[x])*d : int(cellOf[x]+1)*d]
 				alphas[x] = alphaOf(vecs[x*d:(x+1)*d], c)
 				residual(res[:d], vecs[x*d:(x+1)*d], c, alphaValue(alphas[x]))
-				for s := 0; s < cb.m; s++ {
-					setCode(blk, s, i, byte(nearestHalf(res[s*w:(s+1)*w], cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], half[s*pqCentroids:(s+1)*pqCentroids])))
-				}
+				cb.encodeInto(blk, i, res, half)
 			}
 		}
 	})
@@ -347,8 +337,8 @@ func newResQuery(segs []*segment, q []float32, d int) *resQuery {
 			rq.tables[v.id] = t
 		}
 		if _, ok := rq.luts[v.cbID]; !ok {
-			rq.luts[v.cbID] = v.cb.pqLUTs(q)
 			rq.exact[v.cbID] = v.cb.floatTables(q)
+			rq.luts[v.cbID] = v.cb.lutsOf(rq.exact[v.cbID])
 		}
 	}
 	return rq
@@ -674,10 +664,10 @@ func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s 
 }
 
 // rankResidual ranks the items of segs (all compressed) for an alignment
-// scoring through stages 1-5 of the top of this file: c candidates scored
-// on their codes, the best o.rerank(false) of them decoded exactly.
-func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
-	rq := newResQuery(segs, q.Item(0), q.Dim)
+// scoring through stages 1-5 of the top of this file, with the query's
+// tables rq: c candidates scored on their codes, the best o.rerank(false)
+// of them decoded exactly.
+func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, rq *resQuery, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
 	cands, err := resCandidates(ctx, segs, rq, c, o.probes(), s, queryIsText)
 	if err != nil {
 		return nil, err
@@ -686,7 +676,7 @@ func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, s m
 	if err != nil {
 		return nil, err
 	}
-	return rerankBest(ctx, segs, cands, scores, q, s, queryIsText, o)
+	return rerankBest(ctx, segs, cands, scores, q, rq, s, queryIsText, o)
 }
 
 // decodeItem returns item i of a compressed segment decoded: its vectors

@@ -300,6 +300,44 @@ func TestCompressedSearch(t *testing.T) {
 	if ni, _ := again.Len(); ni != n {
 		t.Fatalf("after an abandoned overwrite the index holds %d images, want %d", ni, n)
 	}
+	// An append trains its own quantizer and codebook; a search probes
+	// both builds' cells. An appended image, queried by 8 of its own
+	// vectors, comes first.
+	extra, _ := clusteredItems(rng, 200, 12, d, objects)
+	w, err = NewWriter(cdir, m, Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetLayout(LayoutOptions{Layout: LayoutCompressed})
+	rows := make([]ImageRow, 200)
+	for i := range rows {
+		rows[i] = ImageRow{ID: fmt.Sprintf("extra%d", i)}
+	}
+	if err := w.AddImages(ctx, extra, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	app, err := Open(ctx, cdir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	last := app.images[len(app.images)-1]
+	if ni, _ := app.Len(); ni != n+200 || !allResidual(app.images) || last.res.id == app.images[0].res.id {
+		t.Fatalf("after the append: %d images (want %d), all compressed %v, own quantizer %v", ni, n+200, allResidual(app.images), last.res.id != app.images[0].res.id)
+	}
+	for _, it := range []int{0, 77, 199} {
+		qv := extra.Vecs[extra.Offsets[it]*d : (extra.Offsets[it]+8)*d]
+		q := &model.Embeddings{Dim: d, Offsets: []int{0, 8}, Vecs: qv, Pos: make([]int32, 8), Global: qv[:d]}
+		for _, o := range []SearchOptions{{K: 1, Candidates: 300}, {K: 1, Candidates: -1}} {
+			got, err := app.Search(ctx, q, true, &o)
+			if err != nil || len(got) != 1 || got[0].Item != n+it {
+				t.Fatalf("appended image %d by its own vectors (candidates %d): %+v, %v; want item %d first", it, o.Candidates, got, err, n+it)
+			}
+		}
+	}
 }
 
 func dirSize(t *testing.T, dir string) int64 {

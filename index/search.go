@@ -296,13 +296,19 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 			return nil, fmt.Errorf("search --int8: index %s holds no int8 codes of its vectors, only residual codes (it was built compressed): search it without --int8", ix.dir)
 		}
 	}
+	// The query's tables for the compressed segments, made once for
+	// every stage that scores them (alignment scorings only).
+	var rq *resQuery
+	if s.Alignment() && anyResidual(segs) {
+		rq = newResQuery(segs, q.Item(0), q.Dim)
+	}
 	// Pruning compares global vectors by cosine: it serves the alignment
 	// scorings and the global cosine, not other global scorings.
 	if c := o.candidates(total); c > 0 && !(o != nil && o.Exact) && (s.Alignment() || s == model.Global) {
 		if s.Alignment() && allResidual(segs) {
-			return rankResidual(ctx, segs, q, s, queryIsText, o, c)
+			return rankResidual(ctx, segs, q, rq, s, queryIsText, o, c)
 		}
-		return rankPruned(ctx, segs, q, s, queryIsText, o, c)
+		return rankPruned(ctx, segs, q, rq, s, queryIsText, o, c)
 	}
 	if !s.Alignment() || (o != nil && o.Exact) {
 		scores, err := scoreExact(ctx, segs, q, s, queryIsText)
@@ -311,7 +317,7 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 		}
 		return model.TopK(scores, k), nil
 	}
-	scores, pq, err := scoreCompressed(ctx, segs, q, s, queryIsText, o != nil && o.Int8)
+	scores, pq, err := scoreCompressed(ctx, segs, q, rq, s, queryIsText, o != nil && o.Int8)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +326,7 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 		return model.TopK(scores, k), nil
 	}
 	cand := model.TopK(scores, r)
-	return rescore(ctx, segs, cand, q, s, queryIsText, k)
+	return rescore(ctx, segs, cand, q, rq, s, queryIsText, k)
 }
 
 // scoreCompressed scores q against every item of segs on their compressed
@@ -328,17 +334,13 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 // the product-quantised ones (pq.go) unless int8 is asked for or a segment
 // (format version 1) has none; pq says that some were scored on the
 // (coarser) product-quantised codes.
-func scoreCompressed(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText, int8 bool) (scores []float32, pq bool, err error) {
+func scoreCompressed(ctx context.Context, segs []*segment, q *model.Embeddings, rq *resQuery, s model.Scoring, queryIsText, int8 bool) (scores []float32, pq bool, err error) {
 	for _, seg := range segs {
 		int8 = int8 || (seg.pq == nil && seg.res == nil)
 	}
 	var packed *packedQuery
 	if int8 {
 		packed = packQuery(q.Item(0), q.Dim)
-	}
-	var rq *resQuery
-	if anyResidual(segs) {
-		rq = newResQuery(segs, q.Item(0), q.Dim)
 	}
 	for _, seg := range segs {
 		var sc []float32
@@ -363,7 +365,7 @@ func scoreCompressed(ctx context.Context, segs []*segment, q *model.Embeddings, 
 // query by global vector): with the fine-grained alignment on their int8
 // codes, then, for the best o.rerank(false), exactly in float32 (a global
 // scoring rescores them all exactly).
-func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
+func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, rq *resQuery, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
 	var cands []candidate
 	packed := packQuery(q.Item(0), q.Dim)
 	if s.Alignment() && allIVF(segs) {
@@ -379,23 +381,19 @@ func rankPruned(ctx context.Context, segs []*segment, q *model.Embeddings, s mod
 		hits[i] = model.Hit{Index: cd.item}
 	}
 	if s == model.Global {
-		return rescore(ctx, segs, hits, q, s, queryIsText, o.k())
-	}
-	var rq *resQuery
-	if anyResidual(segs) {
-		rq = newResQuery(segs, q.Item(0), q.Dim)
+		return rescore(ctx, segs, hits, q, rq, s, queryIsText, o.k())
 	}
 	scores, err := scoreCandidates(ctx, cands, packed, rq, s, queryIsText)
 	if err != nil {
 		return nil, err
 	}
-	return rerankBest(ctx, segs, cands, scores, q, s, queryIsText, o)
+	return rerankBest(ctx, segs, cands, scores, q, rq, s, queryIsText, o)
 }
 
 // rerankBest returns the best o.k() of the candidates by their compressed
 // scores, or, unless re-ranking is off, the best o.rerank(false) of them
 // rescored exactly (rescore).
-func rerankBest(ctx context.Context, segs []*segment, cands []candidate, scores []float32, q *model.Embeddings, s model.Scoring, queryIsText bool, o *SearchOptions) ([]model.Hit, error) {
+func rerankBest(ctx context.Context, segs []*segment, cands []candidate, scores []float32, q *model.Embeddings, rq *resQuery, s model.Scoring, queryIsText bool, o *SearchOptions) ([]model.Hit, error) {
 	rr := o.rerank(false)
 	top := model.TopK(scores, max(rr, o.k()))
 	best := make([]model.Hit, len(top))
@@ -405,7 +403,7 @@ func rerankBest(ctx context.Context, segs []*segment, cands []candidate, scores 
 	if rr == 0 {
 		return best, nil
 	}
-	return rescore(ctx, segs, best, q, s, queryIsText, o.k())
+	return rescore(ctx, segs, best, q, rq, s, queryIsText, o.k())
 }
 
 // allIVF reports whether every segment has an inverted file.
@@ -445,11 +443,12 @@ func scoreExact(ctx context.Context, segs []*segment, q *model.Embeddings, s mod
 	return out, nil
 }
 
-// rescore scores the candidates exactly, with their float32 vectors, and
-// returns the best k of them. The alignment scorings read each
+// rescore scores the candidates exactly, with their float32 vectors (or,
+// in compressed segments, their codes decoded exactly through the query's
+// tables rq, nil when there are none), and returns the best k of them. The alignment scorings read each
 // candidate's vectors where they lie in the memory-mapped segment; the
 // global scorings gather them for model.ScoreMatrix.
-func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Embeddings, s model.Scoring, queryIsText bool, k int) ([]model.Hit, error) {
+func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Embeddings, rq *resQuery, s model.Scoring, queryIsText bool, k int) ([]model.Hit, error) {
 	type at struct {
 		seg *segment
 		row int
@@ -478,10 +477,6 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	var err error
 	if s.Alignment() {
 		pq := packFloats(q.Item(0), q.Dim)
-		var rq *resQuery
-		if anyResidual(segs) {
-			rq = newResQuery(segs, q.Item(0), q.Dim)
-		}
 		sc = make([]float32, len(cand))
 		// Candidates in tasks of 8, each scored from its own segment:
 		// float32 vectors, or compressed codes decoded exactly.

@@ -115,13 +115,7 @@ func openRunDir(out string, resume, overwrite bool) (*lockfile.Lock, error) {
 // and more): with the directory locked, no writer of them is alive.
 func removeStaleTemps(out string) {
 	for _, name := range runFiles {
-		for _, p := range atomicfile.Temporaries(filepath.Join(out, name)) {
-			if err := os.Remove(p); err != nil {
-				slog.Warn("cannot remove a killed run's temporary file", "file", p, "err", err)
-				continue
-			}
-			slog.Info("removed a killed run's temporary file", "file", p)
-		}
+		atomicfile.RemoveTemporaries(filepath.Join(out, name))
 	}
 }
 

@@ -725,22 +725,11 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 			}
 			qn += fmt.Sprintf(", %d passes", p.passes)
 			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: bench.Median(ms), Unit: "ms/query", Note: note + "; median of " + qn})
-			opts.Emit(bench.Result{Name: name, Metric: "latency p99", Value: percentile(ms, 0.99), Unit: "ms/query", Note: note + "; " + qn})
+			opts.Emit(bench.Result{Name: name, Metric: "latency p99", Value: bench.Percentile(ms, 0.99), Unit: "ms/query", Note: note + "; " + qn})
 			opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: recall, Unit: "", Note: "against exhaustive float32 scoring"})
 		}
 	}
 	return nil
-}
-
-// percentile returns the q-quantile of xs by nearest rank (0 for none).
-func percentile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // Measure runs search on each query in turn and returns the times it took

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -157,21 +156,19 @@ func run(ctx context.Context, opts bench.Options) error {
 	shape := fmt.Sprintf("%d images, %d captions; %d clients, %v; k=%d; GOMAXPROCS %d", ni, nc, p.clients, p.duration, p.k, runtime.GOMAXPROCS(0))
 	name := "serve"
 	lat := st.latencies
-	slices.Sort(lat)
 	emit := func(metric string, v float64, unit string) {
 		opts.Emit(bench.Result{Name: name, Metric: metric, Value: v, Unit: unit, Note: shape})
 	}
-	slices.Sort(alone.latencies)
-	opts.Emit(bench.Result{Name: name, Metric: "latency p50, 1 client", Value: ms(percentile(alone.latencies, 0.5)), Unit: "ms",
+	opts.Emit(bench.Result{Name: name, Metric: "latency p50, 1 client", Value: ms(bench.Percentile(alone.latencies, 0.5)), Unit: "ms",
 		Note: fmt.Sprintf("%d requests in %v, %d errors", alone.requests, p.alone, alone.errors)})
 	opts.Emit(bench.Result{Name: name, Metric: "throughput, 1 client", Value: float64(alone.requests) / p.alone.Seconds(), Unit: "req/s"})
 	emit("requests", float64(st.requests), "count")
 	emit("errors", float64(st.errors), "count")
 	emit("throughput", float64(st.requests)/elapsed.Seconds(), "req/s")
-	emit("latency p50", ms(percentile(lat, 0.50)), "ms")
-	emit("latency p90", ms(percentile(lat, 0.90)), "ms")
-	emit("latency p99", ms(percentile(lat, 0.99)), "ms")
-	emit("latency max", ms(percentile(lat, 1)), "ms")
+	emit("latency p50", ms(bench.Percentile(lat, 0.50)), "ms")
+	emit("latency p90", ms(bench.Percentile(lat, 0.90)), "ms")
+	emit("latency p99", ms(bench.Percentile(lat, 0.99)), "ms")
+	emit("latency max", ms(bench.Percentile(lat, 1)), "ms")
 	emit("rss idle", idle.rss, "MiB")
 	emit("rss before", before.rss, "MiB")
 	emit("rss after", after.rss, "MiB")
@@ -384,14 +381,6 @@ func rssMiB() float64 {
 		}
 	}
 	return 0
-}
-
-func percentile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
