@@ -29,10 +29,11 @@ type BuildOptions struct {
 	Progress bool
 	// Layout says how the vectors are stored (LayoutAuto: compressed
 	// when the index will hold more than AutoCompressItems images, or
-	// captions); Dsub is the compressed layout's subspace width (0: the
-	// default).
+	// captions); Dsub and Coder set its residual codes' size and coder
+	// (as LayoutOptions).
 	Layout Layout
 	Dsub   int
+	Coder  ResidualCoder
 }
 
 // Stats describes what Build added.
@@ -60,7 +61,7 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 	defer w.Abort()
 	lo := LayoutOptions{Images: c.Images.Len(), Captions: len(c.Captions)}
 	if o != nil {
-		lo.Layout, lo.Dsub = o.Layout, o.Dsub
+		lo.Layout, lo.Dsub, lo.Coder = o.Layout, o.Dsub, o.Coder
 	}
 	w.SetLayout(lo)
 	st, err := Encode(ctx, m, c, w, o)

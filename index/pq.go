@@ -82,6 +82,10 @@ func pqBlocks(n int) int { return (n + pqBlock - 1) / pqBlock }
 type pqCodebook struct {
 	dim, dsub, m int
 	centroids    []float32
+	// dir, when set, makes the codebook a direction coder (directions.go):
+	// dsub is 1, and subspace s codes a coordinate along direction
+	// dir.dirOf[s], its centroids the stage's 16 levels.
+	dir *dirCoder
 }
 
 // sub returns subspace s of vector v (of length dim) in buf, zero-padded
@@ -405,6 +409,12 @@ func checkPQ(h *segmentHeader) error {
 	p := h.PQ
 	if p == nil {
 		return fmt.Errorf("header: no \"pq\" shape (format version %d has product-quantised codes)", segVersion)
+	}
+	if p.Directions != 0 {
+		if p.Directions < 0 || p.Directions > min(h.Dim, p.Subspaces) || p.Dsub != 1 || p.Subspaces < 4 || p.Subspaces%4 != 0 || p.Subspaces > pqMaxSubspaces {
+			return fmt.Errorf("header: direction coder of %d subspaces over %d directions (subspaces of %d elements) does not fit dimension %d: want 1 to min(dimension, subspaces) directions, subspaces of 1 element, a multiple of 4 of at most %d subspaces", p.Subspaces, p.Directions, p.Dsub, h.Dim, pqMaxSubspaces)
+		}
+		return nil
 	}
 	w, m := pqShape(h.Dim, p.Dsub)
 	if p.Dsub <= 0 || p.Dsub > h.Dim || w != p.Dsub || m != p.Subspaces {

@@ -326,13 +326,15 @@ func FuzzParseSegment(f *testing.F) {
 	qz := quantizerFor(items)
 	vecs := items.Vecs[:items.Offsets[items.Len()]*items.Dim]
 	cellOf := qz.assign(vecs)
-	if err := writeCompressedSegment(p, "images", "sha256:test", items, qz, trainResidual(vecs, items.Dim, cellOf, qz, 4), cellOf); err != nil {
-		f.Fatal(err)
+	for _, c := range []ResidualCoder{CoderPQ, CoderDirections} {
+		if err := writeCompressedSegment(p, "images", "sha256:test", items, qz, trainResidual(vecs, items.Dim, cellOf, qz, 4, c), cellOf); err != nil {
+			f.Fatal(err)
+		}
+		if seed, err = os.ReadFile(p); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(seed)
 	}
-	if seed, err = os.ReadFile(p); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(seed)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < segPrefix {
 			return

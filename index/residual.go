@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -69,10 +70,13 @@ type LayoutOptions struct {
 	// Images and Captions are how many items of each modality the build
 	// adds (0: unknown), which LayoutAuto adds to those of the index.
 	Images, Captions int
-	// Dsub is the residual quantiser's subspace width (0: 4 from 256
-	// dimensions up, as pq.go): 2 doubles the codes' bytes and halves
-	// their error.
+	// Dsub sets the residual codes' size: a byte per 2 x Dsub elements,
+	// as product quantisation with subspaces of Dsub elements takes (0:
+	// resDsubFor, 2 up to 512 dimensions and 4 above).
 	Dsub int
+	// Coder is the residuals' coder (CoderAuto: the better on the first
+	// batch).
+	Coder ResidualCoder
 }
 
 // ErrNoFloat32 is wrapped by the errors for a search that needs float32
@@ -177,8 +181,10 @@ func cellLists(cellOf []uint16, offsets []int, cells int) (off []int64, items []
 }
 
 // trainResidual trains the residual quantiser of vecs (rows of d, filed
-// under cellOf by qz) on a strided sample.
-func trainResidual(vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int) *pqCodebook {
+// under cellOf by qz) on a strided sample: codes of as many bytes as
+// product quantisation with subspaces of dsub elements takes, by coder
+// (CoderAuto: the one of smaller squared error on the sample).
+func trainResidual(vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int, coder ResidualCoder) *pqCodebook {
 	n := len(vecs) / d
 	sample := strided(n, pqTrainVectors)
 	res := make([]float32, len(sample)*d)
@@ -186,7 +192,27 @@ func trainResidual(vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub i
 		c := qz.centroids[int(cellOf[i])*d : int(cellOf[i]+1)*d]
 		residual(res[j*d:(j+1)*d], vecs[i*d:(i+1)*d], c, alphaValue(alphaOf(vecs[i*d:(i+1)*d], c)))
 	}
-	return trainPQ(res, d, dsub)
+	var pq, dir *pqCodebook
+	var pqErr, dirErr float64
+	if coder != CoderDirections {
+		pq = trainPQ(res, d, dsub)
+		pqErr = pq.squaredError(res)
+	}
+	if coder != CoderPQ {
+		_, m := pqShape(d, dsub)
+		dir, dirErr = trainDirections(res, d, m)
+	}
+	switch {
+	case pq == nil:
+		return dir
+	case dir == nil:
+		return pq
+	}
+	slog.Debug("index: residual coders", "pq squared error", pqErr, "directions squared error", dirErr)
+	if dirErr < pqErr {
+		return dir
+	}
+	return pq
 }
 
 // residual sets out to v minus a times its (unit) centroid c.
@@ -224,15 +250,31 @@ func (cb *pqCodebook) encodeResiduals(vecs []float32, cellOf []uint16, centroids
 	alphas = make([]int8, n)
 	half := cb.halfNorms()
 	parallel((nb+31)/32, func(t int) {
-		res := make([]float32, cb.m*cb.dsub) // zero past d
+		res := make([]float32, max(cb.m*cb.dsub, pqBlock*d)) // zero past d
+		var y, tmp []float32
+		if cb.dir != nil {
+			y = make([]float32, pqBlock*cb.dir.k)
+		}
 		for b := t * 32; b < min(t*32+32, nb); b++ {
 			blk := out[b*bs : (b+1)*bs]
-			for i := 0; i < pqBlock && b*pqBlock+i < n; i++ {
+			rows := min(pqBlock, n-b*pqBlock)
+			for i := range rows {
 				x := b*pqBlock + i
 				c := centroids[int(cellOf[x])*d : int(cellOf[x]+1)*d]
 				alphas[x] = alphaOf(vecs[x*d:(x+1)*d], c)
+				if cb.dir != nil { // the block's residuals, turned together
+					residual(res[i*d:(i+1)*d], vecs[x*d:(x+1)*d], c, alphaValue(alphas[x]))
+					continue
+				}
 				residual(res[:d], vecs[x*d:(x+1)*d], c, alphaValue(alphas[x]))
 				cb.encodeInto(blk, i, res, half)
+			}
+			if cb.dir != nil {
+				k := cb.dir.k
+				cb.dir.coords(res[:rows*d], d, y[:rows*k], &tmp)
+				for i := range rows {
+					cb.encodeDirs(blk, i, y[i*k:(i+1)*k])
+				}
 			}
 		}
 	})
@@ -297,6 +339,14 @@ func (v *resView) decode(x int, out []float32) {
 	for k, c := range v.centroids[int(v.cellOf[x])*d : (int(v.cellOf[x])+1)*d] {
 		out[k] = a * c
 	}
+	if cb.dir != nil {
+		codes := make([]byte, cb.m)
+		for s := range codes {
+			codes[s] = codeAt(v.codes, cb.m, x, s)
+		}
+		cb.addDirs(codes, out)
+		return
+	}
 	for s := 0; s < cb.m; s++ {
 		c := codeAt(v.codes, cb.m, x, s)
 		cent := cb.centroids[(s*pqCentroids+int(c))*cb.dsub:]
@@ -347,6 +397,9 @@ func newResQuery(segs []*segment, q []float32, d int) *resQuery {
 // floatTables returns, for each query vector (rows of cb.dim) and
 // subspace, its dot products with the 16 centroids: nq x m x 16.
 func (cb *pqCodebook) floatTables(vecs []float32) []float32 {
+	if cb.dir != nil {
+		return cb.dirTables(vecs)
+	}
 	n := len(vecs) / cb.dim
 	out := make([]float32, n*cb.m*pqCentroids)
 	buf := make([]float32, cb.dsub)
@@ -524,7 +577,15 @@ func anyResidual(segs []*segment) bool {
 // the query by stages 1-3 of the top of this file, best first.
 func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes int, s model.Scoring, queryIsText bool) ([]candidate, error) {
 	nq := rq.nq
-	// Stage 1: each query vector's best cells, best first.
+	// How many items stage 3 rates, and so how many stage 2 should meet.
+	keep := max(resInteractFactor*n, resInteractMin)
+	total := 0
+	for _, seg := range segs {
+		total += seg.header.Items
+	}
+	// Stage 1: each query vector's best cells, best first: the probes it
+	// must make, then more that stage 2 makes while it has met too few
+	// items.
 	type probe struct {
 		cell int32
 		t    float32
@@ -542,14 +603,16 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 			for c := range col {
 				col[c] = t[c*nq+w]
 			}
-			for _, h := range model.TopK(col, min(probes, v.cells)) {
+			for _, h := range model.TopK(col, min(max(probes, resMaxProbes), v.cells)) {
 				per[w] = append(per[w], probe{int32(h.Index), h.Score})
 			}
 		}
 		probed[v.id] = per
 	}
 	// Stage 2: per segment, the items met, rated by their best probed
-	// cell per query vector.
+	// cell per query vector. Cells are probed in rounds, each query
+	// vector's next best in each: the first probes rounds always, more
+	// until the segment has met its share of keep.
 	res := make([]rated, len(segs))
 	err := eachSegment(ctx, segs, func(si int, seg *segment) {
 		v := seg.res
@@ -564,8 +627,19 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 		stamp := buf.stamp[:seg.header.Items]
 		buf.acc = acc
 		var touched []int32
-		for w, ps := range probed[v.id] {
-			for _, p := range ps {
+		share := int(int64(keep) * int64(seg.header.Items) / int64(max(total, 1)))
+		per := probed[v.id]
+		for r := 0; ; r++ {
+			if r >= probes && len(touched) >= share {
+				break
+			}
+			more := false
+			for w, ps := range per {
+				if r >= len(ps) {
+					continue
+				}
+				more = true
+				p := ps[r]
 				for _, it := range v.listItems[v.listOff[p.cell]:v.listOff[p.cell+1]] {
 					switch stamp[it] {
 					case int32(w + 1): // a better cell of this query vector counted it
@@ -577,6 +651,9 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 						acc[it] += p.t
 					}
 				}
+			}
+			if !more {
+				break
 			}
 		}
 		slices.Sort(touched)
@@ -592,8 +669,7 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 	}
 	all, who := flatten(segs, res)
 	// Stage 3: centroid interaction for the best of them.
-	keep := min(len(all), max(resInteractFactor*n, resInteractMin))
-	top := model.TopK(all, keep)
+	top := model.TopK(all, min(len(all), keep))
 	first := make([]candidate, len(top))
 	for i, h := range top {
 		first[i] = who[h.Index]
@@ -645,6 +721,9 @@ var rateBuffers = sync.Pool{New: func() any { return new(rateBuf) }}
 const (
 	resInteractFactor = 8
 	resInteractMin    = 4096
+	// resMaxProbes bounds the cells each query vector probes in stage 2
+	// to meet enough items for stage 3.
+	resMaxProbes = 64
 )
 
 // scoreResCandidates scores the candidates on their residual codes (the
@@ -745,7 +824,7 @@ func (s *segment) residentBytes() int64 {
 func (s *segment) resident(name string) bool {
 	if s.res != nil {
 		switch name {
-		case secOffsets, secCells, secAlphas, secIVFOffsets, secIVFItems, secIVFCentroids, secResCodebook:
+		case secOffsets, secCells, secAlphas, secIVFOffsets, secIVFItems, secIVFCentroids, secResCodebook, secResDirs, secResDirOf:
 			return true
 		}
 		return false
@@ -790,7 +869,12 @@ func writeCompressedSegment(path, modality, fingerprint string, e *model.Embeddi
 		{secResCodebook, bytesOf(rcb.centroids)},
 		{secResCodes, codes},
 	}
+	ph := &pqHeader{Subspaces: rcb.m, Dsub: rcb.dsub}
+	if rcb.dir != nil {
+		ph.Directions = rcb.dir.k
+		arrays = append(arrays, namedArray{secResDirs, bytesOf(rcb.dir.dirs)}, namedArray{secResDirOf, bytesOf(rcb.dir.dirOf)})
+	}
 	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint,
-		Cells: qz.cells, Lists: len(listItems), Sections: map[string]section{}, PQ: &pqHeader{Subspaces: rcb.m, Dsub: rcb.dsub}}
+		Cells: qz.cells, Lists: len(listItems), Sections: map[string]section{}, PQ: ph}
 	return writeSections(path, &h, segVersionResidual, arrays)
 }

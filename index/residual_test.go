@@ -28,14 +28,15 @@ func TestCellLists(t *testing.T) {
 	}
 }
 
-// compressedSegment writes e as a compressed segment and opens it.
-func compressedSegment(t *testing.T, e *model.Embeddings, dsub int) *segment {
+// compressedSegment writes e as a compressed segment with the residual
+// coder c and opens it.
+func compressedSegment(t *testing.T, e *model.Embeddings, dsub int, c ResidualCoder) *segment {
 	t.Helper()
 	qz := quantizerFor(e)
 	vecs := e.Vecs[:e.Offsets[e.Len()]*e.Dim]
 	cellOf := qz.assign(vecs)
 	path := filepath.Join(t.TempDir(), "c.seg")
-	if err := writeCompressedSegment(path, "images", "fp", e, qz, trainResidual(vecs, e.Dim, cellOf, qz, dsub), cellOf); err != nil {
+	if err := writeCompressedSegment(path, "images", "fp", e, qz, trainResidual(vecs, e.Dim, cellOf, qz, dsub, c), cellOf); err != nil {
 		t.Fatal(err)
 	}
 	s, err := openSegment(path, false)
@@ -69,12 +70,18 @@ func cosineError(v *resView, vecs, q []float32) float64 {
 	return math.Sqrt(sum / float64(max(n, 1)))
 }
 
-// TestResidualCodes checks the compressed layout's codes: the decoded
-// vectors are closer to the originals than the product quantiser's
-// without a residual; the exact score is the pooled dot products of the
-// decoded vectors; the fast-scan estimate stays within its quantisation
-// bound of it.
+// TestResidualCodes checks the compressed layout's codes, with each
+// residual coder: the decoded vectors are closer to the originals than the
+// product quantiser's without a residual; the exact score is the pooled
+// dot products of the decoded vectors; the fast-scan estimate stays within
+// its quantisation bound of it.
 func TestResidualCodes(t *testing.T) {
+	for _, c := range []ResidualCoder{CoderPQ, CoderDirections} {
+		t.Run(c.String(), func(t *testing.T) { testResidualCodes(t, c) })
+	}
+}
+
+func testResidualCodes(t *testing.T, coder ResidualCoder) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	const d = 64
 	var objects [][]float32
@@ -82,10 +89,10 @@ func TestResidualCodes(t *testing.T) {
 		objects = append(objects, randomUnit(rng, d))
 	}
 	e, _ := clusteredItems(rng, 400, 12, d, objects)
-	s := compressedSegment(t, e, 1)
+	s := compressedSegment(t, e, 1, coder)
 	v := s.res
-	if s.header.PQ.Dsub != 1 || v.cb.m != 64 {
-		t.Fatalf("residual quantiser %d x %d, want 64 subspaces of 1", v.cb.m, v.cb.dsub)
+	if s.header.PQ.Dsub != 1 || v.cb.m != 64 || (v.cb.dir != nil) != (coder == CoderDirections) {
+		t.Fatalf("residual quantiser %d x %d, directions %v: want 64 subspaces of 1 coded by %s", v.cb.m, v.cb.dsub, v.cb.dir != nil, coder)
 	}
 	q := make([]float32, 0, 6*d)
 	for range 6 {
@@ -220,7 +227,7 @@ func TestCompressedSearch(t *testing.T) {
 	// The codes keep about 2 bits an element: on these vectors, half of
 	// them random, the exhaustive ranking's lower places turn on
 	// differences the codes cannot hold (docs/benchmarks.md, "search";
-	// measured: 0.66 and 0.78). Chance is 10 / 6000.
+	// measured: 0.63 and 0.78). Chance is 10 / 6000.
 	runs := []run{
 		{"pruned, 300 candidates", SearchOptions{K: 10, Candidates: 300, Probes: 2}, 0.55},
 		{"every item on the codes", SearchOptions{K: 10, Candidates: -1}, 0.65},
@@ -362,7 +369,7 @@ func dirSize(t *testing.T, dir string) int64 {
 func TestCompressedCorrupt(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	e := randomEmbeddings(rng, 60, 4, 16)
-	s := compressedSegment(t, e, 1)
+	s := compressedSegment(t, e, 1, CoderAuto)
 	path := s.path
 	h := s.header
 	s.close()
@@ -435,7 +442,7 @@ func BenchmarkCompressedWrite(b *testing.B) {
 	qz := quantizerFor(e)
 	vecs := e.Vecs[:e.Offsets[e.Len()]*d]
 	cellOf := qz.assign(vecs)
-	rcb := trainResidual(vecs, d, cellOf, qz, resDsubFor(d))
+	rcb := trainResidual(vecs, d, cellOf, qz, resDsubFor(d), CoderAuto)
 	path := filepath.Join(b.TempDir(), "c.seg")
 	b.ResetTimer()
 	for range b.N {
@@ -525,7 +532,7 @@ func BenchmarkScoreResidual(b *testing.B) {
 func TestScoreResidualPools(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 12))
 	e := randomEmbeddings(rng, 70, 9, 32)
-	s := compressedSegment(t, e, 2)
+	s := compressedSegment(t, e, 2, CoderAuto)
 	v := s.res
 	for _, nq := range []int{1, 4, 5} {
 		q := make([]float32, nq*32)

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"math/bits"
 	"sort"
 	"sync/atomic"
 	"unsafe"
@@ -76,6 +77,9 @@ const (
 type pqHeader struct {
 	Subspaces int `json:"subspaces"`
 	Dsub      int `json:"dsub"` // elements per subspace
+	// Directions, in version 3, makes the quantiser a direction coder
+	// (directions.go) over so many principal directions; Dsub is then 1.
+	Directions int `json:"directions,omitempty"`
 }
 
 // section locates one array in a segment file.
@@ -339,6 +343,10 @@ func (s *segment) parse(skipCRC bool) error {
 		want[secAlphas] = int64(h.Vectors)
 		want[secResCodebook] = 4 * int64(h.PQ.Subspaces) * pqCentroids * int64(h.PQ.Dsub)
 		want[secResCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(h.PQ.Subspaces)
+		if h.PQ.Directions > 0 {
+			want[secResDirs] = 4 * int64(h.PQ.Directions) * int64(h.Dim)
+			want[secResDirOf] = 2 * int64(h.PQ.Subspaces)
+		}
 	} else if h.Cells > 0 {
 		want[secIVFCentroids] = 4 * int64(h.Cells) * int64(h.Dim)
 		want[secIVFOffsets] = 8 * int64(h.Cells+1)
@@ -348,6 +356,9 @@ func (s *segment) parse(skipCRC bool) error {
 	if version == segVersion {
 		if err := checkPQ(h); err != nil {
 			return err
+		}
+		if h.PQ.Directions != 0 {
+			return fmt.Errorf("header: a direction coder in format version %d, which has none", segVersion)
 		}
 		want[secPQCodebook] = 4 * int64(h.PQ.Subspaces) * pqCentroids * int64(h.PQ.Dsub)
 		want[secPQCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(h.PQ.Subspaces)
@@ -409,6 +420,16 @@ func (s *segment) parse(skipCRC bool) error {
 			cb:    &pqCodebook{dim: h.Dim, dsub: h.PQ.Dsub, m: h.PQ.Subspaces, centroids: sliceOf[float32](raw[secResCodebook])},
 			cbID:  quantizerID{h.Sections[secResCodebook].CRC32C, h.PQ.Subspaces},
 			codes: raw[secResCodes], offsets: e.Offsets}
+		if k := h.PQ.Directions; k > 0 {
+			dirOf := sliceOf[uint16](raw[secResDirOf])
+			for s, j := range dirOf {
+				if int(j) >= k {
+					return fmt.Errorf("section %q: subspace %d codes direction %d of %d", secResDirOf, s, j, k)
+				}
+			}
+			v.cb.dir = newDirCoder(sliceOf[float32](raw[secResDirs]), h.Dim, dirOf)
+			v.cbID.crc ^= bits.RotateLeft32(h.Sections[secResDirs].CRC32C, 16)
+		}
 		if err := v.check(h.Items); err != nil {
 			return err
 		}
@@ -426,7 +447,7 @@ func (s *segment) parse(skipCRC bool) error {
 	// computes over whatever it wrote: they are scanned for NaN and
 	// infinities too (with the CRCs, as both read every byte).
 	if !skipCRC {
-		for _, name := range []string{secGlobal, secVectors, secScales, secGScales, secIVFCentroids, secPQCodebook, secResCodebook} {
+		for _, name := range []string{secGlobal, secVectors, secScales, secGScales, secIVFCentroids, secPQCodebook, secResCodebook, secResDirs} {
 			v := sliceOf[float32](raw[name])
 			if k, ok := firstNonFinite(v); ok {
 				return fmt.Errorf("section %q: element %d is %v; an index holds finite numbers only: rebuild it", name, k, v[k])

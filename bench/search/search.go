@@ -37,7 +37,7 @@ import (
 var Benchmark = bench.Benchmark{
 	Name: "search",
 	Summary: "index scoring: exhaustive float32, int8 and 4-bit PQ (+ re-ranking) both ways vs memory bandwidth and PyTorch " +
-		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT [split=test dsub=2]: the compressed paths' recall | scale=1000000 [scale-dim=256 scale-captions=5 layout=auto|compressed|float32 dsub=2 candidates=1000,3000 probes=2,4 rerank=R passes=3 reuse=1]: the index at scale]",
+		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT [split=test dsub=2 coder=auto|pq|directions]: the compressed paths' recall | scale=1000000 [scale-dim=256 scale-spectrum=flat|photo scale-captions=5 layout=auto|compressed|float32 dsub=2 coder=auto candidates=1000,3000 probes=2,4 rerank=R passes=3 reuse=1]: the index at scale]",
 	Run: run,
 }
 
@@ -51,12 +51,14 @@ type params struct {
 	reuse                                       bool  // the scale run: search dir's index and truth again
 	rerank                                      int   // the scale run's SearchOptions.Rerank
 	layout                                      index.Layout
-	split                                       string // of world=
-	dsub, scaleCaptions, passes                 int    // the scale run's residual subspace width, captions per image, timed passes
+	coder                                       index.ResidualCoder // the compressed layout's residual coder
+	split                                       string              // of world=
+	spectrum                                    string              // the scale run's generator: "flat" (isotropic) or "photo" (worldGen)
+	dsub, scaleCaptions, passes                 int                 // the scale run's residual subspace width, captions per image, timed passes
 }
 
 func parse(opts bench.Options) (params, error) {
-	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20, objects: worldObjects, passes: 3, split: "test"}
+	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20, objects: worldObjects, passes: 3, split: "test", spectrum: "flat"}
 	if opts.Quick {
 		p.images, p.captions, p.dim, p.reps = 200, 1000, 64, 2
 	}
@@ -69,6 +71,21 @@ func parse(opts bench.Options) (params, error) {
 				return errors.New("want auto, compressed or float32")
 			}
 			p.layout = l
+			return nil
+		},
+		"scale-spectrum": func(v string) error {
+			if v != "photo" && v != "flat" {
+				return errors.New("want flat or photo")
+			}
+			p.spectrum = v
+			return nil
+		},
+		"coder": func(v string) error {
+			c, ok := map[string]index.ResidualCoder{"auto": index.CoderAuto, "pq": index.CoderPQ, "directions": index.CoderDirections}[v]
+			if !ok {
+				return errors.New("want auto, pq or directions")
+			}
+			p.coder = c
 			return nil
 		},
 		"rerank": func(v string) error {
@@ -454,7 +471,7 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 	var ixs [2]*index.Index
 	for k, l := range []index.Layout{index.LayoutFloat32, index.LayoutCompressed} {
 		dir := filepath.Join(tmp, fmt.Sprintf("world-%d", k))
-		if _, err := index.Build(ctx, dir, m, c, &index.BuildOptions{Mode: index.Overwrite, Layout: l, Dsub: p.dsub}); err != nil {
+		if _, err := index.Build(ctx, dir, m, c, &index.BuildOptions{Mode: index.Overwrite, Layout: l, Dsub: p.dsub, Coder: p.coder}); err != nil {
 			return err
 		}
 		if ixs[k], err = index.Open(ctx, dir, nil); err != nil {
@@ -473,9 +490,11 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 		label      string
 		compressed bool
 		o          index.SearchOptions
-	}{{"float32", false, index.SearchOptions{Exact: true}}, {"int8", false, index.SearchOptions{Int8: true, Rerank: -1}}, {"int8+rerank100", false, index.SearchOptions{Int8: true}},
-		{"pq4", false, index.SearchOptions{Rerank: -1}}, {"pq4+rerank", false, index.SearchOptions{}},
-		{"compressed", true, index.SearchOptions{}}, {"compressed, no re-ranking", true, index.SearchOptions{Rerank: -1}}} {
+		pruned     bool // searched through candidates, 10% of the items (stages 1-3 of the compressed search choose them)
+	}{{"float32", false, index.SearchOptions{Exact: true}, false}, {"int8", false, index.SearchOptions{Int8: true, Rerank: -1}, false}, {"int8+rerank100", false, index.SearchOptions{Int8: true}, false},
+		{"pq4", false, index.SearchOptions{Rerank: -1}, false}, {"pq4+rerank", false, index.SearchOptions{}, false},
+		{"compressed", true, index.SearchOptions{}, false}, {"compressed, no re-ranking", true, index.SearchOptions{Rerank: -1}, false},
+		{"compressed, pruned to 10%", true, index.SearchOptions{}, true}} {
 		ix := ixs[0]
 		if v.compressed {
 			ix = ixs[1]
@@ -492,6 +511,9 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 			}
 			total += float64(len(want))
 		}
+		if v.pruned {
+			o.Candidates = max(10, s.NumImages()/10)
+		}
 		for cIdx, cp := range s.Captions {
 			res, err := ix.SearchText(ctx, cp, &o)
 			if err != nil {
@@ -503,6 +525,9 @@ func recallCost(ctx context.Context, opts bench.Options, p params, tmp string) e
 			} else {
 				overlap(res, exactT2I[cIdx])
 			}
+		}
+		if v.pruned {
+			o.Candidates = max(10, s.NumCaptions()/10)
 		}
 		for i := 0; i < s.NumImages(); i++ {
 			res, err := ix.Search(ctx, imgEmb.Slice(i, i+1), false, &o)
@@ -576,7 +601,7 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	if err != nil {
 		return err
 	}
-	w := newWorldGenObjects(d, 7, p.objects)
+	w := newWorldGenObjects(d, 7, p.objects, p.spectrum == "photo")
 	// Text queries: the objects of random images, plus function words;
 	// image queries: other images of the world.
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -592,18 +617,24 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	}
 	dir := filepath.Join(tmp, "scale")
 	truthFile := filepath.Join(dir, "truth.json")
-	note := fmt.Sprintf("%d images x %d regions, d=%d, generated", n, p.regions, d)
+	note := fmt.Sprintf("%d images x %d regions, d=%d, generated with the %s spectrum", n, p.regions, d, p.spectrum)
 	if p.scaleCaptions > 0 {
 		note += fmt.Sprintf(", %d captions of %d words an image", p.scaleCaptions, p.words)
 	}
 	// What the truth was computed for: reuse=1 needs the same.
-	type truthKey struct{ Images, Dim, Regions, Words, Queries, Objects, Captions int }
+	type truthKey struct {
+		Images, Dim, Regions, Words, Queries, Objects, Captions int
+		Spectrum                                                string `json:",omitempty"` // "" for flat, as before there was a choice
+	}
 	type truthRecord struct {
 		Key        truthKey
 		Top10      [][]int
 		ImageTop10 [][]int `json:",omitempty"`
 	}
 	key := truthKey{Images: n, Dim: d, Regions: p.regions, Words: p.words, Queries: len(queries), Objects: p.objects, Captions: p.scaleCaptions}
+	if p.spectrum != "flat" {
+		key.Spectrum = p.spectrum
+	}
 	var truth, imageTruth [][]int
 	if p.reuse {
 		var rec truthRecord
@@ -786,7 +817,7 @@ func buildScale(ctx context.Context, opts bench.Options, p params, w *worldGen, 
 			return nil, nil, err
 		}
 		defer wr.Abort()
-		wr.SetLayout(index.LayoutOptions{Layout: p.layout, Images: n, Captions: n * p.scaleCaptions, Dsub: p.dsub})
+		wr.SetLayout(index.LayoutOptions{Layout: p.layout, Images: n, Captions: n * p.scaleCaptions, Dsub: p.dsub, Coder: p.coder})
 	}
 	const seg = 65536
 	bar := progress.New("build", int64(n), "images")
@@ -933,28 +964,90 @@ func dirSize(dir string) int64 {
 // seen by several regions near its direction, the other regions
 // background; a caption names the objects of its image (near their
 // directions), and its other words, contextualised as a transformer's
-// outputs are, lean towards the objects of their caption.
+// outputs are, lean towards the objects of their caption. With a
+// spectrum, every random direction (objects, noise, background) is drawn
+// from a Gaussian whose variance falls along the axes as that of a
+// trained model's vectors falls along their principal directions
+// (photoSpectrum); without one, from an isotropic Gaussian, whose noise no
+// code can compress.
 type worldGen struct {
 	d       int
 	seed    uint64
 	objects [][]float32
+	sigma   []float64 // per axis, the Gaussian's standard deviation (nil: isotropic)
 }
 
 // worldObjects is the generator's default number of object directions.
 const worldObjects = 4096
 
-func newWorldGen(d int, seed uint64) *worldGen { return newWorldGenObjects(d, seed, worldObjects) }
+// newWorldGen returns the generator of xmr bench search scale=N's
+// default: worldObjects objects, isotropic.
+func newWorldGen(d int, seed uint64) *worldGen {
+	return newWorldGenObjects(d, seed, worldObjects, false)
+}
 
-// newWorldGenObjects is newWorldGen with k object directions: fewer make
+// newWorldGenObjects is newWorldGen with k object directions (fewer make
 // more images share each object, as a small collection of one domain
-// does.
-func newWorldGenObjects(d int, seed uint64, k int) *worldGen {
+// does), with photoSpectrum's variances or isotropic.
+func newWorldGenObjects(d int, seed uint64, k int, spectrum bool) *worldGen {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	w := &worldGen{d: d, seed: seed}
+	if spectrum {
+		w.sigma = photoSpectrum(d)
+	}
 	for range k {
-		w.objects = append(w.objects, unitVectors(rng, 1, d))
+		w.objects = append(w.objects, w.unit(rng))
 	}
 	return w
+}
+
+// photoSpectrum returns standard deviations for d axes whose variances
+// fall as the second moment's eigenvalues of the region vectors of the
+// photo demo's TERAN (17,832 regions of 1,000 Flickr8k photos, d = 256:
+// the leading direction holds 39% of the energy, the top 16 93%, the top
+// 64 99%), interpolated log-linearly between the measured ranks (scaled
+// by d/256), with a mean variance of 1/d.
+func photoSpectrum(d int) []float64 {
+	ranks := []float64{0, 1, 3, 7, 15, 31, 63, 127, 255}
+	ratios := []float64{1, 0.2008, 0.1565, 0.089, 0.0355, 0.0018, 0.0005, 0.0001, 0.00001}
+	sigma := make([]float64, d)
+	var sum float64
+	for k := range sigma {
+		r := float64(k) * 256 / float64(d)
+		j := 0
+		for j+2 < len(ranks) && r > ranks[j+1] {
+			j++
+		}
+		t := min(1, (r-ranks[j])/(ranks[j+1]-ranks[j]))
+		v := math.Exp((1-t)*math.Log(ratios[j]) + t*math.Log(ratios[j+1]))
+		sigma[k] = v
+		sum += v
+	}
+	for k := range sigma {
+		sigma[k] = math.Sqrt(sigma[k] / sum)
+	}
+	return sigma
+}
+
+// gauss returns a draw of the generator's Gaussian (isotropic: variance
+// 1/d an axis).
+func (w *worldGen) gauss(rng *rand.Rand) []float32 {
+	v := make([]float32, w.d)
+	s := 1 / math.Sqrt(float64(w.d))
+	for k := range v {
+		if w.sigma != nil {
+			s = w.sigma[k]
+		}
+		v[k] = float32(s * rng.NormFloat64())
+	}
+	return v
+}
+
+// unit returns a random unit vector of the generator's Gaussian.
+func (w *worldGen) unit(rng *rand.Rand) []float32 {
+	v := w.gauss(rng)
+	normalize(v)
+	return v
 }
 
 // objectsOf returns the objects image i shows (deterministic).
@@ -968,13 +1061,13 @@ func (w *worldGen) objectsOf(i int) []int {
 	return out
 }
 
-// near returns a unit vector at about cosine c from dir.
-func near(rng *rand.Rand, dir []float32, c float64) []float32 {
-	d := len(dir)
-	v := make([]float32, d)
-	noise := math.Sqrt(1-c*c) / math.Sqrt(float64(d))
+// near returns a unit vector at about cosine c from dir: dir plus the
+// generator's noise.
+func (w *worldGen) near(rng *rand.Rand, dir []float32, c float64) []float32 {
+	v := w.gauss(rng)
+	noise := float32(math.Sqrt(1 - c*c))
 	for k := range v {
-		v[k] = float32(c)*dir[k] + float32(noise*rng.NormFloat64())
+		v[k] = float32(c)*dir[k] + noise*v[k]
 	}
 	normalize(v)
 	return v
@@ -996,9 +1089,9 @@ func (w *worldGen) images(lo, hi, r int) *model.Embeddings {
 				for j := 0; j < r; j++ {
 					var v []float32
 					if j < 6*len(objs) {
-						v = near(rng, w.objects[objs[j%len(objs)]], 0.6+0.3*rng.Float64())
+						v = w.near(rng, w.objects[objs[j%len(objs)]], 0.6+0.3*rng.Float64())
 					} else {
-						v = unitVectors(rng, 1, d)
+						v = w.unit(rng)
 					}
 					copy(vecs[(i*r+j)*d:], v)
 				}
@@ -1022,9 +1115,9 @@ func (w *worldGen) query(t, words int, rng *rand.Rand) *model.Embeddings {
 	var vecs []float32
 	for k := 0; k < words; k++ {
 		if k < len(objs) {
-			vecs = append(vecs, near(rng, w.objects[objs[k]], 0.7)...)
+			vecs = append(vecs, w.near(rng, w.objects[objs[k]], 0.7)...)
 		} else {
-			vecs = append(vecs, near(rng, w.objects[objs[rng.IntN(len(objs))]], 0.35)...)
+			vecs = append(vecs, w.near(rng, w.objects[objs[rng.IntN(len(objs))]], 0.35)...)
 		}
 	}
 	return fixed(vecs, 1, words, w.d)
