@@ -140,7 +140,8 @@ func trainDirections(res []float32, d, m int) (*pqCodebook, float64) {
 		errs[j] = e
 		dirOf[s] = uint16(j)
 	}
-	cb.dir = newDirCoder(dirs, d, dirOf)
+	used := 1 + int(slices.Max(dirOf)) // directions past the last coded are not kept
+	cb.dir = newDirCoder(dirs[:used*d], d, dirOf)
 	return cb, max(0, total-coded) / float64(n)
 }
 

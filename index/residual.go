@@ -17,10 +17,12 @@ import (
 // late-interaction indexes:
 //
 //   - every region or word vector is filed under its cell of the inverted
-//     file (ivf.go; a uint16 per vector) and stored as that cell's centroid
-//     plus a residual, product-quantised with 4-bit codes (pq.go's
-//     fast-scan layout; the residual codebook is trained once per build
-//     and modality, on the first batch, and shared by its segments);
+//     file (ivf.go; a uint16 per vector) and stored as its cosine with that
+//     cell's centroid plus a residual in 4-bit codes (pq.go's fast-scan
+//     layout): product-quantised, or coded along the residuals' principal
+//     directions (directions.go), whichever errs less on the first batch;
+//     the coder is trained once per build and modality, on the first
+//     batch, and shared by its segments;
 //   - each cell lists the items with a vector in it, once each;
 //   - the global vectors are kept as their int8 codes and sign sketches.
 //
@@ -53,8 +55,8 @@ const (
 	// product-quantised codes (segment format version 2): exact search
 	// and float32 re-ranking.
 	LayoutFloat32
-	// LayoutCompressed stores each vector as its cell and a 4-bit
-	// product-quantised residual (format version 3), nothing in float32.
+	// LayoutCompressed stores each vector as its cell and a residual in
+	// 4-bit codes (format version 3), nothing in float32.
 	LayoutCompressed
 )
 

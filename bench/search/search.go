@@ -37,7 +37,7 @@ import (
 var Benchmark = bench.Benchmark{
 	Name: "search",
 	Summary: "index scoring: exhaustive float32, int8 and 4-bit PQ (+ re-ranking) both ways vs memory bandwidth and PyTorch " +
-		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT [split=test dsub=2 coder=auto|pq|directions]: the compressed paths' recall | scale=1000000 [scale-dim=256 scale-spectrum=flat|photo scale-captions=5 layout=auto|compressed|float32 dsub=2 coder=auto candidates=1000,3000 probes=2,4 rerank=R passes=3 reuse=1]: the index at scale]",
+		"[images=5000 captions=25000 dim=1024 | world=DIR checkpoint=CKPT [split=test dsub=2 coder=auto|pq|directions]: the compressed paths' recall | scale=1000000 [scale-dim=256 scale-captions=5 layout=auto|compressed|float32 dsub=2 coder=auto candidates=1000,3000 probes=2,4 rerank=R passes=3 reuse=1]: the index at scale]",
 	Run: run,
 }
 
@@ -53,12 +53,11 @@ type params struct {
 	layout                                      index.Layout
 	coder                                       index.ResidualCoder // the compressed layout's residual coder
 	split                                       string              // of world=
-	spectrum                                    string              // the scale run's generator: "flat" (isotropic) or "photo" (worldGen)
 	dsub, scaleCaptions, passes                 int                 // the scale run's residual subspace width, captions per image, timed passes
 }
 
 func parse(opts bench.Options) (params, error) {
-	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20, objects: worldObjects, passes: 3, split: "test", spectrum: "flat"}
+	p := params{images: 5000, captions: 25000, regions: 36, words: 12, dim: 1024, reps: 10, scaleDim: 256, queries: 20, objects: worldObjects, passes: 3, split: "test"}
 	if opts.Quick {
 		p.images, p.captions, p.dim, p.reps = 200, 1000, 64, 2
 	}
@@ -71,13 +70,6 @@ func parse(opts bench.Options) (params, error) {
 				return errors.New("want auto, compressed or float32")
 			}
 			p.layout = l
-			return nil
-		},
-		"scale-spectrum": func(v string) error {
-			if v != "photo" && v != "flat" {
-				return errors.New("want flat or photo")
-			}
-			p.spectrum = v
 			return nil
 		},
 		"coder": func(v string) error {
@@ -601,13 +593,16 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	if err != nil {
 		return err
 	}
-	w := newWorldGenObjects(d, 7, p.objects, p.spectrum == "photo")
+	w := newWorldGenObjects(d, 7, p.objects)
 	// Text queries: the objects of random images, plus function words;
 	// image queries: other images of the world.
 	rng := rand.New(rand.NewPCG(11, 12))
 	var queries, imageQueries []*model.Embeddings
+	var sources []int // the image each text query describes
 	for range p.queries {
-		queries = append(queries, w.query(rng.IntN(n), p.words, rng))
+		t := rng.IntN(n)
+		sources = append(sources, t)
+		queries = append(queries, w.query(t, p.words, rng))
 	}
 	if p.scaleCaptions > 0 {
 		for range p.queries {
@@ -617,24 +612,18 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 	}
 	dir := filepath.Join(tmp, "scale")
 	truthFile := filepath.Join(dir, "truth.json")
-	note := fmt.Sprintf("%d images x %d regions, d=%d, generated with the %s spectrum", n, p.regions, d, p.spectrum)
+	note := fmt.Sprintf("%d images x %d regions, d=%d, generated", n, p.regions, d)
 	if p.scaleCaptions > 0 {
 		note += fmt.Sprintf(", %d captions of %d words an image", p.scaleCaptions, p.words)
 	}
 	// What the truth was computed for: reuse=1 needs the same.
-	type truthKey struct {
-		Images, Dim, Regions, Words, Queries, Objects, Captions int
-		Spectrum                                                string `json:",omitempty"` // "" for flat, as before there was a choice
-	}
+	type truthKey struct{ Images, Dim, Regions, Words, Queries, Objects, Captions int }
 	type truthRecord struct {
 		Key        truthKey
 		Top10      [][]int
 		ImageTop10 [][]int `json:",omitempty"`
 	}
 	key := truthKey{Images: n, Dim: d, Regions: p.regions, Words: p.words, Queries: len(queries), Objects: p.objects, Captions: p.scaleCaptions}
-	if p.spectrum != "flat" {
-		key.Spectrum = p.spectrum
-	}
 	var truth, imageTruth [][]int
 	if p.reuse {
 		var rec truthRecord
@@ -736,13 +725,31 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 			truth   [][]int
 		}{"image", false, imageQueries, imageTruth})
 	}
+	// The generator's ground truth: how often a text query's top 10 holds
+	// the image it was made from, exhaustive float32 and each search.
+	sourceRecall := func(res func(i int) []int) float64 {
+		var hit float64
+		for i, t := range sources {
+			if slices.Contains(res(i), t) {
+				hit++
+			}
+		}
+		return hit / float64(max(len(sources), 1))
+	}
+	opts.Emit(bench.Result{Name: "search/scale exhaustive float32", Metric: "source recall@10", Value: sourceRecall(func(i int) []int { return truth[i] }), Unit: "",
+		Note: "share of text queries whose exhaustive top 10 holds the image the query was generated from"})
 	for _, side := range sides {
 		for _, c := range configs {
 			var ms []float64
 			var recall float64
+			got := make([][]int, len(side.queries))
 			for range p.passes {
+				k := 0
 				t, r, err := Measure(side.queries, side.truth, func(q *model.Embeddings) ([]index.Result, error) {
-					return ix.Search(ctx, q, side.text, &c.o)
+					res, err := ix.Search(ctx, q, side.text, &c.o)
+					got[k] = items(res)
+					k++
+					return res, err
 				})
 				if err != nil {
 					return err
@@ -758,6 +765,10 @@ func scaleRun(ctx context.Context, opts bench.Options, p params, tmp string) err
 			opts.Emit(bench.Result{Name: name, Metric: "latency", Value: bench.Median(ms), Unit: "ms/query", Note: note + "; median of " + qn})
 			opts.Emit(bench.Result{Name: name, Metric: "latency p99", Value: bench.Percentile(ms, 0.99), Unit: "ms/query", Note: note + "; " + qn})
 			opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: recall, Unit: "", Note: "against exhaustive float32 scoring"})
+			if side.text {
+				opts.Emit(bench.Result{Name: name, Metric: "source recall@10", Value: sourceRecall(func(i int) []int { return got[i] }), Unit: "",
+					Note: "share of text queries whose top 10 holds the image the query was generated from"})
+			}
 		}
 	}
 	return nil
@@ -819,7 +830,9 @@ func buildScale(ctx context.Context, opts bench.Options, p params, w *worldGen, 
 		defer wr.Abort()
 		wr.SetLayout(index.LayoutOptions{Layout: p.layout, Images: n, Captions: n * p.scaleCaptions, Dsub: p.dsub, Coder: p.coder})
 	}
-	const seg = 65536
+	// Batches (and segments) of 2.4 GB of generated float32 vectors at 36
+	// regions: 65,536 images at d = 256, 16,384 at d = 1024.
+	seg := max(1024, 65536*256*36/(max(w.d, 256)*p.regions))
 	bar := progress.New("build", int64(n), "images")
 	addCaptions := func(lo, hi int) error {
 		st := time.Now()
@@ -964,90 +977,28 @@ func dirSize(dir string) int64 {
 // seen by several regions near its direction, the other regions
 // background; a caption names the objects of its image (near their
 // directions), and its other words, contextualised as a transformer's
-// outputs are, lean towards the objects of their caption. With a
-// spectrum, every random direction (objects, noise, background) is drawn
-// from a Gaussian whose variance falls along the axes as that of a
-// trained model's vectors falls along their principal directions
-// (photoSpectrum); without one, from an isotropic Gaussian, whose noise no
-// code can compress.
+// outputs are, lean towards the objects of their caption.
 type worldGen struct {
 	d       int
 	seed    uint64
 	objects [][]float32
-	sigma   []float64 // per axis, the Gaussian's standard deviation (nil: isotropic)
 }
 
 // worldObjects is the generator's default number of object directions.
 const worldObjects = 4096
 
-// newWorldGen returns the generator of xmr bench search scale=N's
-// default: worldObjects objects, isotropic.
-func newWorldGen(d int, seed uint64) *worldGen {
-	return newWorldGenObjects(d, seed, worldObjects, false)
-}
+func newWorldGen(d int, seed uint64) *worldGen { return newWorldGenObjects(d, seed, worldObjects) }
 
-// newWorldGenObjects is newWorldGen with k object directions (fewer make
+// newWorldGenObjects is newWorldGen with k object directions: fewer make
 // more images share each object, as a small collection of one domain
-// does), with photoSpectrum's variances or isotropic.
-func newWorldGenObjects(d int, seed uint64, k int, spectrum bool) *worldGen {
+// does.
+func newWorldGenObjects(d int, seed uint64, k int) *worldGen {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	w := &worldGen{d: d, seed: seed}
-	if spectrum {
-		w.sigma = photoSpectrum(d)
-	}
 	for range k {
-		w.objects = append(w.objects, w.unit(rng))
+		w.objects = append(w.objects, unitVectors(rng, 1, d))
 	}
 	return w
-}
-
-// photoSpectrum returns standard deviations for d axes whose variances
-// fall as the second moment's eigenvalues of the region vectors of the
-// photo demo's TERAN (17,832 regions of 1,000 Flickr8k photos, d = 256:
-// the leading direction holds 39% of the energy, the top 16 93%, the top
-// 64 99%), interpolated log-linearly between the measured ranks (scaled
-// by d/256), with a mean variance of 1/d.
-func photoSpectrum(d int) []float64 {
-	ranks := []float64{0, 1, 3, 7, 15, 31, 63, 127, 255}
-	ratios := []float64{1, 0.2008, 0.1565, 0.089, 0.0355, 0.0018, 0.0005, 0.0001, 0.00001}
-	sigma := make([]float64, d)
-	var sum float64
-	for k := range sigma {
-		r := float64(k) * 256 / float64(d)
-		j := 0
-		for j+2 < len(ranks) && r > ranks[j+1] {
-			j++
-		}
-		t := min(1, (r-ranks[j])/(ranks[j+1]-ranks[j]))
-		v := math.Exp((1-t)*math.Log(ratios[j]) + t*math.Log(ratios[j+1]))
-		sigma[k] = v
-		sum += v
-	}
-	for k := range sigma {
-		sigma[k] = math.Sqrt(sigma[k] / sum)
-	}
-	return sigma
-}
-
-// gauss returns a draw of the generator's Gaussian (isotropic: variance
-// 1/d an axis).
-func (w *worldGen) gauss(rng *rand.Rand) []float32 {
-	v := make([]float32, w.d)
-	s := 1 / math.Sqrt(float64(w.d))
-	for k := range v {
-		if w.sigma != nil {
-			s = w.sigma[k]
-		}
-		v[k] = float32(s * rng.NormFloat64())
-	}
-	return v
-}
-
-// unit returns a random unit vector of the generator's Gaussian.
-func (w *worldGen) unit(rng *rand.Rand) []float32 {
-	v := w.gauss(rng)
-	normalize(v)
-	return v
 }
 
 // objectsOf returns the objects image i shows (deterministic).
@@ -1061,13 +1012,13 @@ func (w *worldGen) objectsOf(i int) []int {
 	return out
 }
 
-// near returns a unit vector at about cosine c from dir: dir plus the
-// generator's noise.
-func (w *worldGen) near(rng *rand.Rand, dir []float32, c float64) []float32 {
-	v := w.gauss(rng)
-	noise := float32(math.Sqrt(1 - c*c))
+// near returns a unit vector at about cosine c from dir.
+func near(rng *rand.Rand, dir []float32, c float64) []float32 {
+	d := len(dir)
+	v := make([]float32, d)
+	noise := math.Sqrt(1-c*c) / math.Sqrt(float64(d))
 	for k := range v {
-		v[k] = float32(c)*dir[k] + noise*v[k]
+		v[k] = float32(c)*dir[k] + float32(noise*rng.NormFloat64())
 	}
 	normalize(v)
 	return v
@@ -1089,9 +1040,9 @@ func (w *worldGen) images(lo, hi, r int) *model.Embeddings {
 				for j := 0; j < r; j++ {
 					var v []float32
 					if j < 6*len(objs) {
-						v = w.near(rng, w.objects[objs[j%len(objs)]], 0.6+0.3*rng.Float64())
+						v = near(rng, w.objects[objs[j%len(objs)]], 0.6+0.3*rng.Float64())
 					} else {
-						v = w.unit(rng)
+						v = unitVectors(rng, 1, d)
 					}
 					copy(vecs[(i*r+j)*d:], v)
 				}
@@ -1115,9 +1066,9 @@ func (w *worldGen) query(t, words int, rng *rand.Rand) *model.Embeddings {
 	var vecs []float32
 	for k := 0; k < words; k++ {
 		if k < len(objs) {
-			vecs = append(vecs, w.near(rng, w.objects[objs[k]], 0.7)...)
+			vecs = append(vecs, near(rng, w.objects[objs[k]], 0.7)...)
 		} else {
-			vecs = append(vecs, w.near(rng, w.objects[objs[rng.IntN(len(objs))]], 0.35)...)
+			vecs = append(vecs, near(rng, w.objects[objs[rng.IntN(len(objs))]], 0.35)...)
 		}
 	}
 	return fixed(vecs, 1, words, w.d)

@@ -31,6 +31,13 @@ func TestScaleRun(t *testing.T) {
 	if r1 < 0.95 {
 		t.Fatalf("recall@10 %v through 200 of 4,000 candidates", r1)
 	}
+	// The image each query was made from is among the exhaustive top 10
+	// and the pruned search's alike (objects shared by 200 images each:
+	// a query's source shows all its objects, few others do).
+	src, ok := run1["search/scale exhaustive float32 source recall@10"]
+	if !ok || src < 0.75 || run1[name+" source recall@10"] < src-0.13 {
+		t.Fatalf("source recall@10: exhaustive %v (reported: %v), pruned %v: want at least 0.75, and the pruned search to miss at most one of 8 more", src, ok, run1[name+" source recall@10"])
+	}
 	if run1["search/scale exhaustive float32 agreement"] != 1 {
 		t.Fatalf("the index's exhaustive search disagrees with the in-memory truth: %v", run1)
 	}

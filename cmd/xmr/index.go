@@ -41,7 +41,7 @@ type layoutFlags struct {
 
 func (l *layoutFlags) set(fs *flag.FlagSet) {
 	fs.BoolVar(&l.keepFloat32, "keep-float32", false, fmt.Sprintf("store the float32 vectors (with int8 and 4-bit codes) however large the collection: exact search (--exact) and float32 re-ranking; the default above %d images or captions is compressed codes only (docs/index-format.md)", index.AutoCompressItems))
-	fs.BoolVar(&l.compress, "compress", false, fmt.Sprintf("store compressed codes only (each vector's cell and a 4-bit product-quantised residual), however small the collection; the default at most %d images or captions keeps float32 vectors", index.AutoCompressItems))
+	fs.BoolVar(&l.compress, "compress", false, fmt.Sprintf("store compressed codes only (each vector's cell and its residual in 4-bit codes), however small the collection; the default at most %d images or captions keeps float32 vectors", index.AutoCompressItems))
 }
 
 // layout returns the layout the flags ask for, or a usage error.
