@@ -247,3 +247,37 @@ func TestResCandidatesProbeMore(t *testing.T) {
 		t.Fatalf("%d candidates with 1 probe (the best cells list %d items), want %d", len(got), len(met), want)
 	}
 }
+
+// TestInteractionMrSw checks that centroid interaction's MrSw path for text
+// queries gives exactly the pooled matrix's scores.
+func TestInteractionMrSw(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	const d = 32
+	var objects [][]float32
+	for range 10 {
+		objects = append(objects, randomUnit(rng, d))
+	}
+	e, _ := clusteredItems(rng, 200, 9, d, objects)
+	s := compressedSegment(t, e, 2, CoderAuto)
+	v := s.res
+	var q []float32
+	for range 5 {
+		q = append(q, nearUnit(rng, objects[rng.IntN(len(objects))], 0.7)...)
+	}
+	rq := newResQuery([]*segment{s}, q, d)
+	tab := rq.tables[v.id]
+	var sc interactScratch
+	for i := range e.Len() {
+		got := sc.rate(v, tab, 5, i, model.MrSw, true)
+		x0, x1 := v.offsets[i], v.offsets[i+1]
+		sims := make([]float32, 0, (x1-x0)*5)
+		for x := x0; x < x1; x++ {
+			for qi := range 5 {
+				sims = append(sims, alphaValue(v.alphas[x])*tab[int(v.cellOf[x])*5+qi])
+			}
+		}
+		if want := pool(sims, x1-x0, 5, model.MrSw, true); got != want {
+			t.Fatalf("item %d: centroid interaction %v, pooled matrix %v", i, got, want)
+		}
+	}
+}

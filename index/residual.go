@@ -576,7 +576,7 @@ func anyResidual(segs []*segment) bool {
 }
 
 // resCandidates returns the n items of segs (all compressed) rated best for
-// the query by stages 1-3 of the top of this file, best first.
+// the query by stages 1-3 of the top of this file, in index order.
 func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes int, s model.Scoring, queryIsText bool) ([]candidate, error) {
 	nq := rq.nq
 	// How many items stage 3 rates, and so how many stage 2 should meet.
@@ -670,42 +670,76 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 		return nil, err
 	}
 	all, who := flatten(segs, res)
-	// Stage 3: centroid interaction for the best of them.
-	top := model.TopK(all, min(len(all), keep))
+	// Stage 3: centroid interaction for the best of them, taken in index
+	// order (their vectors' cells and cosines read in order).
+	top := topSet(all, keep)
+	slices.Sort(top)
 	first := make([]candidate, len(top))
 	for i, h := range top {
-		first[i] = who[h.Index]
+		first[i] = who[h]
 	}
 	ci := make([]float32, len(first))
 	err = forRanges(ctx, len(first), 256, func() func(lo, hi int) {
-		var sims []float32
+		var sc interactScratch
 		return func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				c := first[i]
-				v := c.seg.res
-				t := rq.tables[v.id]
-				x0, x1 := v.offsets[c.row], v.offsets[c.row+1]
-				sims = grow(sims, (x1-x0)*nq)
-				for x := x0; x < x1; x++ {
-					a := alphaValue(v.alphas[x])
-					row := sims[(x-x0)*nq : (x-x0+1)*nq]
-					for qi, ct := range t[int(v.cellOf[x])*nq : int(v.cellOf[x]+1)*nq] {
-						row[qi] = a * ct
-					}
-				}
-				ci[i] = pool(sims, x1-x0, nq, s, queryIsText)
+				ci[i] = sc.rate(c.seg.res, rq.tables[c.seg.res.id], nq, c.row, s, queryIsText)
 			}
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	best := model.TopK(ci, min(n, len(ci)))
+	best := topSet(ci, n)
+	slices.Sort(best) // in index order: their codes are read from disk in order
 	out := make([]candidate, len(best))
 	for i, h := range best {
-		out[i] = first[h.Index]
+		out[i] = first[h]
 	}
 	return out, nil
+}
+
+// interactScratch holds one goroutine's buffers for centroid
+// interaction.
+type interactScratch struct{ sims, best []float32 }
+
+// rate returns the centroid interaction of item i of v with the query
+// whose centroid table (cells x nq) is t: the query's alignment with its
+// vectors' centroids times their cosines, pooled as s says. A text query
+// under MrSw takes each word's best region without the matrix (the same
+// sums as pool's).
+func (sc *interactScratch) rate(v *resView, t []float32, nq, i int, s model.Scoring, queryIsText bool) float32 {
+	x0, x1 := v.offsets[i], v.offsets[i+1]
+	if s == model.MrSw && queryIsText && x1 > x0 {
+		sc.best = grow(sc.best, nq)
+		best := sc.best
+		for qi := range best {
+			best[qi] = float32(math.Inf(-1))
+		}
+		for x := x0; x < x1; x++ {
+			a := alphaValue(v.alphas[x])
+			for qi, ct := range t[int(v.cellOf[x])*nq : int(v.cellOf[x]+1)*nq] {
+				if val := a * ct; val > best[qi] {
+					best[qi] = val
+				}
+			}
+		}
+		var sum float32
+		for _, b := range best {
+			sum += b
+		}
+		return sum
+	}
+	sc.sims = grow(sc.sims, (x1-x0)*nq)
+	for x := x0; x < x1; x++ {
+		a := alphaValue(v.alphas[x])
+		row := sc.sims[(x-x0)*nq : (x-x0+1)*nq]
+		for qi, ct := range t[int(v.cellOf[x])*nq : int(v.cellOf[x]+1)*nq] {
+			row[qi] = a * ct
+		}
+	}
+	return pool(sc.sims, x1-x0, nq, s, queryIsText)
 }
 
 // rateBuf is a goroutine's per-item buffers for stage 2 of resCandidates,
