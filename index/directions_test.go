@@ -123,7 +123,7 @@ func TestTrainDirections(t *testing.T) {
 				e.Offsets[i] = i
 			}
 			qz := &quantizer{cells: 1, d: d, centroids: append([]float32{1}, make([]float32, d-1)...)}
-			got := trainResidual(vecs, d, make([]uint16, n), qz, dsub, CoderAuto)
+			got := trainResidual("images", vecs, d, make([]uint16, n), qz, dsub, CoderAuto)
 			if (got.dir != nil) != tc.better {
 				t.Fatalf("the writer kept the direction coder: %v, want %v", got.dir != nil, tc.better)
 			}

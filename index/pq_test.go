@@ -327,7 +327,7 @@ func FuzzParseSegment(f *testing.F) {
 	vecs := items.Vecs[:items.Offsets[items.Len()]*items.Dim]
 	cellOf := qz.assign(vecs)
 	for _, c := range []ResidualCoder{CoderPQ, CoderDirections} {
-		if err := writeCompressedSegment(p, "images", "sha256:test", items, qz, trainResidual(vecs, items.Dim, cellOf, qz, 4, c), cellOf); err != nil {
+		if err := writeCompressedSegment(p, "images", "sha256:test", items, qz, trainResidual("images", vecs, items.Dim, cellOf, qz, 4, c), cellOf); err != nil {
 			f.Fatal(err)
 		}
 		if seed, err = os.ReadFile(p); err != nil {

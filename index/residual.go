@@ -185,8 +185,9 @@ func cellLists(cellOf []uint16, offsets []int, cells int) (off []int64, items []
 // trainResidual trains the residual quantiser of vecs (rows of d, filed
 // under cellOf by qz) on a strided sample: codes of as many bytes as
 // product quantisation with subspaces of dsub elements takes, by coder
-// (CoderAuto: the one of smaller squared error on the sample).
-func trainResidual(vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int, coder ResidualCoder) *pqCodebook {
+// (CoderAuto: the one of smaller squared error on the sample, logged with
+// modality).
+func trainResidual(modality string, vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int, coder ResidualCoder) *pqCodebook {
 	n := len(vecs) / d
 	sample := strided(n, pqTrainVectors)
 	res := make([]float32, len(sample)*d)
@@ -210,11 +211,13 @@ func trainResidual(vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub i
 	case dir == nil:
 		return pq
 	}
-	slog.Debug("index: residual coders", "pq squared error", pqErr, "directions squared error", dirErr)
-	if dirErr < pqErr {
-		return dir
+	keep, other, kept, otherErr := dir, "product quantisation", "principal directions", pqErr
+	if dirErr >= pqErr {
+		keep, other, kept, otherErr = pq, "principal directions", "product quantisation", dirErr
 	}
-	return pq
+	slog.Info("index: "+modality+": residuals coded by "+kept, "dim", d, "bytes a vector", pq.m/2,
+		"mean squared error", min(pqErr, dirErr), "with "+other, otherErr)
+	return keep
 }
 
 // residual sets out to v minus a times its (unit) centroid c.

@@ -36,7 +36,7 @@ func compressedSegment(t *testing.T, e *model.Embeddings, dsub int, c ResidualCo
 	vecs := e.Vecs[:e.Offsets[e.Len()]*e.Dim]
 	cellOf := qz.assign(vecs)
 	path := filepath.Join(t.TempDir(), "c.seg")
-	if err := writeCompressedSegment(path, "images", "fp", e, qz, trainResidual(vecs, e.Dim, cellOf, qz, dsub, c), cellOf); err != nil {
+	if err := writeCompressedSegment(path, "images", "fp", e, qz, trainResidual("images", vecs, e.Dim, cellOf, qz, dsub, c), cellOf); err != nil {
 		t.Fatal(err)
 	}
 	s, err := openSegment(path, false)
@@ -429,8 +429,9 @@ func TestLayoutAuto(t *testing.T) {
 }
 
 // BenchmarkCompressedWrite writes 8,192 items of 36 vectors (d = 256) as
-// compressed segments: assignment to cells, residual codes, lists, the
-// file (the quantizer and codebook are trained once, outside the loop).
+// compressed segments, with each residual coder: assignment to cells,
+// residual codes, lists, the file (the quantizer and coder are trained
+// once, outside the loop; "train" times the coder's training alone).
 func BenchmarkCompressedWrite(b *testing.B) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	const d = 256
@@ -442,16 +443,24 @@ func BenchmarkCompressedWrite(b *testing.B) {
 	qz := quantizerFor(e)
 	vecs := e.Vecs[:e.Offsets[e.Len()]*d]
 	cellOf := qz.assign(vecs)
-	rcb := trainResidual(vecs, d, cellOf, qz, resDsubFor(d), CoderAuto)
-	path := filepath.Join(b.TempDir(), "c.seg")
-	b.ResetTimer()
-	for range b.N {
-		cellOf := qz.assign(vecs)
-		if err := writeCompressedSegment(path, "images", "fp", e, qz, rcb, cellOf); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []ResidualCoder{CoderPQ, CoderDirections} {
+		b.Run(c.String()+"/train", func(b *testing.B) {
+			for b.Loop() {
+				trainResidual("images", vecs, d, cellOf, qz, resDsubFor(d), c)
+			}
+		})
+		rcb := trainResidual("images", vecs, d, cellOf, qz, resDsubFor(d), c)
+		path := filepath.Join(b.TempDir(), "c.seg")
+		b.Run(c.String()+"/write", func(b *testing.B) {
+			for b.Loop() {
+				cellOf := qz.assign(vecs)
+				if err := writeCompressedSegment(path, "images", "fp", e, qz, rcb, cellOf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*e.Len())/b.Elapsed().Seconds(), "items/s")
+		})
 	}
-	b.ReportMetric(float64(b.N*e.Len())/b.Elapsed().Seconds(), "items/s")
 }
 
 // TestNearestHalf holds the encoder's nearest centroid (largest x.c -

@@ -250,7 +250,7 @@ func (w *Writer) addSegment(ctx context.Context, modality string, e *model.Embed
 			if dsub <= 0 {
 				dsub = resDsubFor(e.Dim)
 			}
-			rcb = trainResidual(vecs, e.Dim, cellOf, qz, dsub, w.lay.Coder)
+			rcb = trainResidual(modality, vecs, e.Dim, cellOf, qz, dsub, w.lay.Coder)
 			w.rcb[modality] = rcb
 		}
 		if err := writeCompressedSegment(path, modality, w.fp, e, qz, rcb, cellOf); err != nil {
