@@ -45,6 +45,24 @@ func ParseArgs(name string, args []string, dst map[string]any) error {
 	return nil
 }
 
+// Choice returns a ParseArgs setter that keeps in dst the value choices
+// names; any other word is an error listing the names.
+func Choice[T any](dst *T, choices map[string]T) func(string) error {
+	return func(v string) error {
+		c, ok := choices[v]
+		if !ok {
+			names := make([]string, 0, len(choices))
+			for k := range choices {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			return fmt.Errorf("want one of %s", strings.Join(names, ", "))
+		}
+		*dst = c
+		return nil
+	}
+}
+
 func setArg(dst any, v string) error {
 	switch d := dst.(type) {
 	case *int:

@@ -18,11 +18,13 @@ func TestParseArgs(t *testing.T) {
 		d     time.Duration
 		b     bool
 		odd   string
+		color int
 	}
 	parse := func(args ...string) (vals, error) {
 		var v vals
 		err := ParseArgs("demo", args, map[string]any{
-			"n": &v.n, "seed": &v.seed, "list": &v.list, "s": &v.s, "names": &v.names, "d": &v.d, "b": &v.b,
+			"color": Choice(&v.color, map[string]int{"red": 1, "blue": 2}),
+			"n":     &v.n, "seed": &v.seed, "list": &v.list, "s": &v.s, "names": &v.names, "d": &v.d, "b": &v.b,
 			"odd": func(x string) error {
 				if len(x)%2 == 0 {
 					return errors.New("want an odd length")
@@ -33,12 +35,12 @@ func TestParseArgs(t *testing.T) {
 		})
 		return v, err
 	}
-	v, err := parse("n=3", "seed=18446744073709551615", "list=4,5", "s=a=b", "names=x,y", "d=1m30s", "b=true", "odd=abc")
+	v, err := parse("color=blue", "n=3", "seed=18446744073709551615", "list=4,5", "s=a=b", "names=x,y", "d=1m30s", "b=true", "odd=abc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.n != 3 || v.seed != 1<<64-1 || !slices.Equal(v.list, []int{4, 5}) || v.s != "a=b" || !slices.Equal(v.names, []string{"x", "y"}) ||
-		v.d != 90*time.Second || !v.b || v.odd != "abc" {
+		v.d != 90*time.Second || !v.b || v.odd != "abc" || v.color != 2 {
 		t.Errorf("parsed %+v", v)
 	}
 	for _, c := range []struct{ arg, want string }{
@@ -54,7 +56,8 @@ func TestParseArgs(t *testing.T) {
 		{"d=-1s", `not negative`},
 		{"b=yes", `b="yes": want 1, true, 0 or false`},
 		{"odd=ab", `odd="ab": want an odd length`},
-		{"nosuch=1", `demo: unknown argument "nosuch" (b, d, list, n, names, odd, s, seed)`},
+		{"color=green", `demo: color="green": want one of blue, red`},
+		{"nosuch=1", `demo: unknown argument "nosuch" (b, color, d, list, n, names, odd, s, seed)`},
 	} {
 		if _, err := parse(c.arg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one containing %q", c.arg, err, c.want)

@@ -177,10 +177,7 @@ func TestNearestLevel(t *testing.T) {
 func TestDirectionsCorrupt(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	const d = 32
-	var objects [][]float32
-	for range 10 {
-		objects = append(objects, randomUnit(rng, d))
-	}
+	objects := randomObjects(rng, 10, d)
 	e, _ := clusteredItems(rng, 60, 6, d, objects)
 	s := compressedSegment(t, e, 2, CoderDirections)
 	if s.res.cb.dir == nil || s.header.PQ.Directions != s.res.cb.dir.k {
@@ -209,10 +206,7 @@ func TestDirectionsCorrupt(t *testing.T) {
 func TestResCandidatesProbeMore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	const d, items = 32, 2000
-	var objects [][]float32
-	for range 50 {
-		objects = append(objects, randomUnit(rng, d))
-	}
+	objects := randomObjects(rng, 50, d)
 	e, _ := clusteredItems(rng, items, 12, d, objects)
 	s := compressedSegment(t, e, 2, CoderAuto)
 	v := s.res
@@ -253,10 +247,7 @@ func TestResCandidatesProbeMore(t *testing.T) {
 func TestInteractionMrSw(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	const d = 32
-	var objects [][]float32
-	for range 10 {
-		objects = append(objects, randomUnit(rng, d))
-	}
+	objects := randomObjects(rng, 10, d)
 	e, _ := clusteredItems(rng, 200, 9, d, objects)
 	s := compressedSegment(t, e, 2, CoderAuto)
 	v := s.res

@@ -50,6 +50,17 @@ func clusteredItems(rng *rand.Rand, n, k, d int, objects [][]float32) (*model.Em
 	return e, objs
 }
 
+// randomObjects returns k random unit directions of d: the objects
+// clusteredItems draws vectors near.
+func randomObjects(rng *rand.Rand, k, d int) [][]float32 {
+	out := make([][]float32, k)
+	for i := range out {
+		out[i] = randomUnit(rng, d)
+	}
+	return out
+}
+
+// randomUnit returns a random unit vector of d.
 func randomUnit(rng *rand.Rand, d int) []float32 {
 	v := make([]float32, d)
 	for k := range v {
@@ -121,10 +132,7 @@ func TestTopIndices(t *testing.T) {
 func TestQuantizerAssign(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	const d = 32
-	var objects [][]float32
-	for range 64 {
-		objects = append(objects, randomUnit(rng, d))
-	}
+	objects := randomObjects(rng, 64, d)
 	for _, n := range []int{40, 3000} {
 		e, _ := clusteredItems(rng, n, 8, d, objects)
 		qz := trainQuantizer(e.Vecs, d)
@@ -225,10 +233,7 @@ func TestIVFLists(t *testing.T) {
 func TestIVFSearchFindsExactTop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	const d, n = 64, 6000
-	var objects [][]float32
-	for range 400 {
-		objects = append(objects, randomUnit(rng, d))
-	}
+	objects := randomObjects(rng, 400, d)
 	e, objs := clusteredItems(rng, n, 12, d, objects)
 	m := stubModelOf(t, d)
 	dir := t.TempDir()

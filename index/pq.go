@@ -215,6 +215,42 @@ func (cb *pqCodebook) encodeInto(blk []byte, i int, x, half []float32) {
 	}
 }
 
+// squaredError returns the mean squared error per vector of cb's codes of
+// vecs (rows of cb.dim, plain product quantisation).
+func (cb *pqCodebook) squaredError(vecs []float32) float64 {
+	n := len(vecs) / cb.dim
+	if n == 0 {
+		return 0
+	}
+	half := cb.halfNorms()
+	errs := make([]float64, n)
+	parallel((n+255)/256, func(t int) {
+		buf := make([]float32, cb.m*cb.dsub)
+		for i := t * 256; i < min(n, t*256+256); i++ {
+			x := vecs[i*cb.dim : (i+1)*cb.dim]
+			copy(buf, x)
+			var e float64
+			for s := range cb.m {
+				w := cb.dsub
+				c := nearestHalf(buf[s*w:(s+1)*w], cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], half[s*pqCentroids:(s+1)*pqCentroids])
+				for k, u := range buf[s*w : (s+1)*w] {
+					r := float64(u - cb.centroids[(s*pqCentroids+c)*w+k])
+					e += r * r
+				}
+			}
+			errs[i] = e
+		}
+	})
+	var sum float64
+	for _, e := range errs {
+		sum += e
+	}
+	if math.IsNaN(sum) {
+		return math.Inf(1)
+	}
+	return sum / float64(n)
+}
+
 // setCode stores the 4-bit code c of subspace s of vector i (< 32) in the
 // block blk; code returns it.
 func setCode(blk []byte, s, i int, c byte) {

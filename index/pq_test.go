@@ -380,15 +380,20 @@ func FuzzParseSegment(f *testing.F) {
 	})
 }
 
+// scoreShapes are the scoring benchmarks' shapes: a 12-word query against
+// 5,000 images of 36 regions, and a 36-region image against 25,000
+// captions of 12 words, at d = 1024.
+var scoreShapes = []struct {
+	name             string
+	items, nv, nq, d int
+	queryIsText      bool
+}{{"t2i", 5000, 36, 12, 1024, true}, {"i2t", 25000, 12, 36, 1024, false}}
+
 // BenchmarkScorePQ scores on 4-bit PQ codes one 12-word query against
 // 5,000 images of 36 regions and one 36-region image against 25,000
 // captions of 12 words, at d = 1024 (compare BenchmarkScoreCodes).
 func BenchmarkScorePQ(b *testing.B) {
-	for _, c := range []struct {
-		name             string
-		items, nv, nq, d int
-		queryIsText      bool
-	}{{"t2i", 5000, 36, 12, 1024, true}, {"i2t", 25000, 12, 36, 1024, false}} {
+	for _, c := range scoreShapes {
 		b.Run(c.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(26, 26))
 			w, m := pqShape(c.d, pqDefaultDsub)

@@ -345,7 +345,8 @@ func (v *resView) decode(x int, out []float32) {
 		out[k] = a * c
 	}
 	if cb.dir != nil {
-		codes := make([]byte, cb.m)
+		var buf [pqMaxSubspaces]byte
+		codes := buf[:cb.m]
 		for s := range codes {
 			codes[s] = codeAt(v.codes, cb.m, x, s)
 		}

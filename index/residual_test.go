@@ -84,10 +84,7 @@ func TestResidualCodes(t *testing.T) {
 func testResidualCodes(t *testing.T, coder ResidualCoder) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	const d = 64
-	var objects [][]float32
-	for range 40 {
-		objects = append(objects, randomUnit(rng, d))
-	}
+	objects := randomObjects(rng, 40, d)
 	e, _ := clusteredItems(rng, 400, 12, d, objects)
 	s := compressedSegment(t, e, 1, coder)
 	v := s.res
@@ -190,10 +187,7 @@ func buildClustered(t *testing.T, dir string, m model.Model, e *model.Embeddings
 func TestCompressedSearch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	const d, n = 64, 6000
-	var objects [][]float32
-	for range 400 {
-		objects = append(objects, randomUnit(rng, d))
-	}
+	objects := randomObjects(rng, 400, d)
 	e, objs := clusteredItems(rng, n, 12, d, objects)
 	m := stubModelOf(t, d)
 	full := buildClustered(t, t.TempDir(), m, e, LayoutFloat32, Create)
@@ -435,10 +429,7 @@ func TestLayoutAuto(t *testing.T) {
 func BenchmarkCompressedWrite(b *testing.B) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	const d = 256
-	var objects [][]float32
-	for range 1024 {
-		objects = append(objects, randomUnit(rng, d))
-	}
+	objects := randomObjects(rng, 1024, d)
 	e, _ := clusteredItems(rng, 8192, 36, d, objects)
 	qz := quantizerFor(e)
 	vecs := e.Vecs[:e.Offsets[e.Len()]*d]
@@ -496,11 +487,7 @@ func TestNearestHalf(t *testing.T) {
 // regions, a 36-region image against 25,000 captions of 12 words, d =
 // 1024, the default residual subspaces (4 elements at d = 1024).
 func BenchmarkScoreResidual(b *testing.B) {
-	for _, c := range []struct {
-		name             string
-		items, nv, nq, d int
-		queryIsText      bool
-	}{{"t2i", 5000, 36, 12, 1024, true}, {"i2t", 25000, 12, 36, 1024, false}} {
+	for _, c := range scoreShapes {
 		b.Run(c.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(27, 27))
 			w, m := pqShape(c.d, resDsubFor(c.d))

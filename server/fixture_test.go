@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -104,9 +105,9 @@ func buildFixture(w string) (*fixture, error) {
 	return f, err
 }
 
-// newServer returns a server of the shared index with o (Logger
-// defaulting to a discarding one) and an httptest server running it.
-func newServer(t testing.TB, o *Options) (*Server, *httptest.Server) {
+// quietServer returns a server of the shared index with o (Logger
+// defaulting to a discarding one), closed when the test ends.
+func quietServer(t testing.TB, o *Options) *Server {
 	t.Helper()
 	f := testFixture(t)
 	var opts Options
@@ -120,12 +121,27 @@ func newServer(t testing.TB, o *Options) (*Server, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// newServer returns quietServer(t, o) and an httptest server running it.
+func newServer(t testing.TB, o *Options) (*Server, *httptest.Server) {
+	t.Helper()
+	s := quietServer(t, o)
 	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		s.Close()
-	})
+	t.Cleanup(ts.Close)
 	return s, ts
+}
+
+// localListener listens on a free port of the loopback interface.
+func localListener(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }
 
 // do sends a request with a body (nil for none) and returns the status,

@@ -24,20 +24,13 @@ import (
 // answer, and Serve returns nil.
 func TestGracefulShutdown(t *testing.T) {
 	f := testFixture(t)
-	s, err := New(f.ix, &Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := quietServer(t, &Options{})
 	entered, release := make(chan struct{}), make(chan struct{})
 	s.searching = func(ctx context.Context) {
 		close(entered)
 		<-release
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := localListener(t)
 	addr := ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

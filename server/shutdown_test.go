@@ -68,11 +68,7 @@ func (a *answerCounter) counts() map[int]int {
 func TestShutdownUnderLoad(t *testing.T) {
 	const clients = 100
 	f := testFixture(t)
-	s, err := New(f.ix, &Options{MaxConcurrent: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := quietServer(t, &Options{MaxConcurrent: 2})
 	answers := &answerCounter{next: s.handler, by: map[int]int{}}
 	s.handler = answers
 	var hold atomic.Pointer[chan struct{}]
@@ -83,10 +79,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	}
 	drained := make(chan struct{})
 	s.drained = func() { close(drained) }
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := localListener(t)
 	url := "http://" + ln.Addr().String() + "/api/search/text"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -214,15 +207,8 @@ func TestShutdownServesAcceptQueue(t *testing.T) {
 	}
 	const clients = 20
 	f := testFixture(t)
-	s, err := New(f.ix, &Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := quietServer(t, &Options{})
+	ln := localListener(t)
 	body := `{"text": "` + f.captions[0].Text + `", "k": 3}`
 	req := fmt.Sprintf("POST /api/search/text HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	var conns []net.Conn
@@ -277,10 +263,7 @@ func TestShutdownTimeout(t *testing.T) {
 		close(entered)
 		<-ctx.Done() // until its connection is closed
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := localListener(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()

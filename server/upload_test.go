@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime/multipart"
 	"net"
 	"net/http"
@@ -132,16 +131,8 @@ func TestSearchUpload(t *testing.T) {
 // TestUploadReadTimeout: an upload whose body stops arriving is answered
 // 408 with a message that names the read timeout, not a raw "i/o timeout".
 func TestUploadReadTimeout(t *testing.T) {
-	f := testFixture(t)
-	s, err := New(f.ix, &Options{ImageQuery: fakeImageQuery(t), ReadTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := quietServer(t, &Options{ImageQuery: fakeImageQuery(t), ReadTimeout: 300 * time.Millisecond})
+	ln := localListener(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()

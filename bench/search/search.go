@@ -64,22 +64,8 @@ func parse(opts bench.Options) (params, error) {
 	err := bench.ParseArgs("search", opts.Args, map[string]any{"images": &p.images, "captions": &p.captions, "regions": &p.regions,
 		"words": &p.words, "dim": &p.dim, "reps": &p.reps, "scale": &p.scale, "scale-dim": &p.scaleDim, "queries": &p.queries,
 		"objects": &p.objects, "reuse": &p.reuse, "dsub": &p.dsub, "scale-captions": &p.scaleCaptions, "passes": &p.passes,
-		"layout": func(v string) error {
-			l, ok := map[string]index.Layout{"auto": index.LayoutAuto, "compressed": index.LayoutCompressed, "float32": index.LayoutFloat32}[v]
-			if !ok {
-				return errors.New("want auto, compressed or float32")
-			}
-			p.layout = l
-			return nil
-		},
-		"coder": func(v string) error {
-			c, ok := map[string]index.ResidualCoder{"auto": index.CoderAuto, "pq": index.CoderPQ, "directions": index.CoderDirections}[v]
-			if !ok {
-				return errors.New("want auto, pq or directions")
-			}
-			p.coder = c
-			return nil
-		},
+		"layout": bench.Choice(&p.layout, map[string]index.Layout{"auto": index.LayoutAuto, "compressed": index.LayoutCompressed, "float32": index.LayoutFloat32}),
+		"coder":  bench.Choice(&p.coder, map[string]index.ResidualCoder{"auto": index.CoderAuto, "pq": index.CoderPQ, "directions": index.CoderDirections}),
 		"rerank": func(v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < -1 {
