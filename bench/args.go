@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,12 +32,7 @@ func ParseArgs(name string, args []string, dst map[string]any) error {
 		}
 		d, ok := dst[k]
 		if !ok {
-			keys := make([]string, 0, len(dst))
-			for key := range dst {
-				keys = append(keys, key)
-			}
-			slices.Sort(keys)
-			return fmt.Errorf("%s: unknown argument %q (%s)", name, k, strings.Join(keys, ", "))
+			return fmt.Errorf("%s: unknown argument %q (%s)", name, k, strings.Join(slices.Sorted(maps.Keys(dst)), ", "))
 		}
 		if err := setArg(d, v); err != nil {
 			return fmt.Errorf("%s: %s=%q: %w", name, k, v, err)
@@ -51,12 +47,7 @@ func Choice[T any](dst *T, choices map[string]T) func(string) error {
 	return func(v string) error {
 		c, ok := choices[v]
 		if !ok {
-			names := make([]string, 0, len(choices))
-			for k := range choices {
-				names = append(names, k)
-			}
-			slices.Sort(names)
-			return fmt.Errorf("want one of %s", strings.Join(names, ", "))
+			return fmt.Errorf("want one of %s", strings.Join(slices.Sorted(maps.Keys(choices)), ", "))
 		}
 		*dst = c
 		return nil
