@@ -196,6 +196,9 @@ func Open(ctx context.Context, dir string, o *OpenOptions) (*Index, error) {
 	if ix.images, err = open(man.Images, "images"); err == nil {
 		ix.captions, err = open(man.Captions, "captions")
 	}
+	if err == nil {
+		readAhead(slices.Concat(ix.images, ix.captions))
+	}
 	if err == nil && o != nil && o.Preload {
 		for _, s := range slices.Concat(ix.images, ix.captions) {
 			if err = ctx.Err(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/xmr-project/xmr/mmap"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -769,6 +770,12 @@ const (
 // scoreResCandidates scores the candidates on their residual codes (the
 // fast-scan estimate), in parallel.
 func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
+	// The codes are the one part of a search not kept in memory: on an
+	// index larger than the page cache they are scattered reads from
+	// disk, asked for at once rather than one page fault at a time.
+	for _, c := range cands {
+		c.seg.res.willNeed(c.row)
+	}
 	out := make([]float32, len(cands))
 	err := forRanges(ctx, len(cands), 32, func() func(lo, hi int) {
 		var sc resScratch
@@ -796,6 +803,13 @@ func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, rq 
 		return nil, err
 	}
 	return rerankBest(ctx, segs, cands, scores, q, rq, s, queryIsText, o)
+}
+
+// willNeed asks the kernel to start reading the codes of item i (the
+// fast-scan blocks that hold its vectors).
+func (v *resView) willNeed(i int) {
+	bs := 16 * v.cb.m
+	mmap.WillNeed(v.codes[v.offsets[i]/pqBlock*bs : pqBlocks(v.offsets[i+1])*bs])
 }
 
 // decodeItem returns item i of a compressed segment decoded: its vectors

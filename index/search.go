@@ -465,9 +465,7 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	// the page cache they are scattered reads from disk.
 	for _, w := range where {
 		if w.seg.res != nil {
-			v := w.seg.res
-			bs := 16 * v.cb.m
-			mmap.WillNeed(v.codes[v.offsets[w.row]/pqBlock*bs : pqBlocks(v.offsets[w.row+1])*bs])
+			w.seg.res.willNeed(w.row)
 			continue
 		}
 		e := w.seg.emb

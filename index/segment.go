@@ -282,6 +282,29 @@ func openSegment(path string, skipCRC bool) (*segment, error) {
 	return s, nil
 }
 
+// readAhead asks the kernel to read the mapped segments ahead in full
+// when, all together, they fit in mmap.ReadAheadMax: an index that small
+// is soon read whole by its searches. A larger one is not: its reading
+// ahead would evict what searches keep in memory for codes that a search
+// reads a few of (a compressed index larger than memory), so its pages
+// are read as searches touch them (resident parts: Preload).
+func readAhead(segs []*segment) {
+	var total int64
+	for _, s := range segs {
+		if s.mapped {
+			total += int64(len(s.data))
+		}
+	}
+	if total > mmap.ReadAheadMax {
+		return
+	}
+	for _, s := range segs {
+		if s.mapped {
+			mmap.WillNeed(s.data)
+		}
+	}
+}
+
 // parse checks the prefix, header and sections and builds the views.
 func (s *segment) parse(skipCRC bool) error {
 	b := s.data

@@ -27,9 +27,18 @@ const (
 	Private
 )
 
-// willNeedMax is the largest mapping Map asks the kernel to read ahead in
-// full; reading a larger one ahead would evict its start before it is used.
-const willNeedMax = 8 << 30
+// ReadAheadMax is the most bytes ReadAhead asks the kernel to read ahead;
+// reading more ahead would evict the start before it is used.
+const ReadAheadMax = 8 << 30
+
+// ReadAhead asks the kernel to read b, a mapping made by Map that the
+// caller will scan, ahead in full, if it is at most ReadAheadMax bytes.
+// It is advice: errors are ignored.
+func ReadAhead(b []byte) {
+	if len(b) <= ReadAheadMax {
+		WillNeed(b)
+	}
+}
 
 // ReadFile returns the content of the regular file at path, mapped
 // read-only where the platform allows (mapped is true, and Unmap releases
@@ -47,6 +56,7 @@ func ReadFile(path string) (data []byte, mapped bool, err error) {
 		return nil, false, err
 	}
 	if data, err = Map(f, st.Size(), ReadOnly); err == nil {
+		ReadAhead(data)
 		return data, true, nil
 	}
 	if data, err = io.ReadAll(f); err != nil {

@@ -333,6 +333,7 @@ func (f *File) Map() (*Array, error) {
 	cOrder := !h.Fortran || len(h.Shape) <= 1
 	if h.DType == nativeFloat32() && cOrder && h.dataOff%4 == 0 && h.Len() > 0 {
 		if b, err := mmap.Map(f.f, f.size, mmap.Private); err == nil {
+			mmap.ReadAhead(b) // the callers read the whole array
 			p := unsafe.Pointer(&b[h.dataOff])
 			data := unsafe.Slice((*float32)(p), int(h.Len()))
 			return &Array{Shape: slices.Clone(h.Shape), Data: data, mapped: b}, nil

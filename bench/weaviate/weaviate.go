@@ -1,7 +1,8 @@
 // Package weaviate is `xmr bench weaviate`: text-to-image MrSw search of a
 // synthetic collection held in Weaviate (multi-vector maxSim, with and
-// without MUVERA) against xmr's local index, in one run: upload
-// throughput, median latency per query and recall@10 against exhaustive
+// without MUVERA) against xmr's local index, float32 and compressed, in
+// one run: build or upload throughput, bytes per image of the local
+// indexes, median latency per query and recall@10 against exhaustive
 // float32 scoring; and the recall cost of the number of candidates that a
 // re-ranked scoring (MwSr) fetches from Weaviate.
 package weaviate
@@ -27,7 +28,7 @@ import (
 // Benchmark is `xmr bench weaviate [key=value ...]`.
 var Benchmark = bench.Benchmark{
 	Name: "weaviate",
-	Summary: "text-to-image MrSw in Weaviate (maxSim, with and without MUVERA) vs the local index: upload, latency, recall@10; " +
+	Summary: "text-to-image MrSw in Weaviate (maxSim, with and without MUVERA) vs the local index, float32 and compressed: upload, latency, recall@10; " +
 		"candidates' recall cost [images=100000 regions=36 dim=128 queries=50 variants=plain,muvera]",
 	Run: run,
 }
@@ -118,33 +119,52 @@ func run(ctx context.Context, opts bench.Options) error {
 		return r
 	}
 
-	// The local index.
-	start := time.Now()
-	var genTime time.Duration
-	localDir := filepath.Join(tmp, "local.idx")
-	wr, err := index.NewWriter(localDir, m, index.Overwrite)
-	if err != nil {
-		return err
-	}
-	defer wr.Abort()
-	for lo := 0; lo < p.images; lo += chunk {
-		hi := min(lo+chunk, p.images)
-		g := time.Now()
-		e := w.Images(lo, hi, p.regions)
-		genTime += time.Since(g)
-		if err := wr.AddImages(ctx, e, rows(lo, hi)); err != nil {
+	// The local indexes: float32 (the truth's, and xmr's exact path) and
+	// compressed (cells and residual codes, xmr's layout at scale).
+	locals := []struct {
+		name   string
+		layout index.Layout
+		wr     *index.Writer
+		took   time.Duration
+		ix     *index.Index
+	}{{name: "float32", layout: index.LayoutFloat32}, {name: "compressed", layout: index.LayoutCompressed}}
+	for i := range locals {
+		l := &locals[i]
+		wr, err := index.NewWriter(filepath.Join(tmp, "local-"+l.name+".idx"), m, index.Overwrite)
+		if err != nil {
 			return err
 		}
+		defer wr.Abort()
+		wr.SetLayout(index.LayoutOptions{Layout: l.layout, Images: p.images})
+		l.wr = wr
 	}
-	if err := wr.Commit(ctx); err != nil {
-		return err
+	for lo := 0; lo < p.images; lo += chunk {
+		hi := min(lo+chunk, p.images)
+		e := w.Images(lo, hi, p.regions)
+		for i := range locals {
+			st := time.Now()
+			if err := locals[i].wr.AddImages(ctx, e, rows(lo, hi)); err != nil {
+				return err
+			}
+			locals[i].took += time.Since(st)
+		}
 	}
-	local, err := index.Open(ctx, localDir, &index.OpenOptions{SkipChecksums: true})
-	if err != nil {
-		return err
+	for i := range locals {
+		l := &locals[i]
+		st := time.Now()
+		if err := l.wr.Commit(ctx); err != nil {
+			return err
+		}
+		l.took += time.Since(st)
+		dir := filepath.Join(tmp, "local-"+l.name+".idx")
+		if l.ix, err = index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err != nil {
+			return err
+		}
+		defer l.ix.Close()
+		opts.Emit(bench.Result{Name: "weaviate/local index build, " + l.name, Metric: "throughput", Value: float64(p.images) / l.took.Seconds(), Unit: "images/s", Note: note + "; generating the vectors excluded"})
+		opts.Emit(bench.Result{Name: "weaviate/local index build, " + l.name, Metric: "bytes per image", Value: float64(benchsearch.DirSize(dir)) / float64(p.images), Unit: "B", Note: note + "; the whole index directory"})
 	}
-	defer local.Close()
-	opts.Emit(bench.Result{Name: "weaviate/local index build", Metric: "throughput", Value: float64(p.images) / (time.Since(start) - genTime).Seconds(), Unit: "images/s", Note: note})
+	local, compressed := locals[0].ix, locals[1].ix
 
 	// The Weaviate collections.
 	indexes := map[string]*weaviate.Index{}
@@ -228,7 +248,7 @@ func run(ctx context.Context, opts bench.Options) error {
 		opts.Emit(bench.Result{Name: name, Metric: "recall@10", Value: recall, Note: recallNote})
 		return nil
 	}
-	err = measure("weaviate/local index MrSw (default: compressed codes + float32 re-ranking)", func(q *model.Embeddings) ([]index.Result, error) {
+	err = measure("weaviate/local index MrSw (default: 4-bit PQ codes + float32 re-ranking)", func(q *model.Embeddings) ([]index.Result, error) {
 		return local.Search(ctx, q, true, &index.SearchOptions{K: 10})
 	}, mrsw, "against exhaustive float32 MrSw")
 	if err != nil {
@@ -236,6 +256,12 @@ func run(ctx context.Context, opts bench.Options) error {
 	}
 	err = measure(fmt.Sprintf("weaviate/local index MrSw (pruned: inverted file, %d candidates)", index.AutoCandidates), func(q *model.Embeddings) ([]index.Result, error) {
 		return local.Search(ctx, q, true, &index.SearchOptions{K: 10, Candidates: index.AutoCandidates})
+	}, mrsw, "against exhaustive float32 MrSw")
+	if err != nil {
+		return err
+	}
+	err = measure(fmt.Sprintf("weaviate/local compressed index MrSw (%d candidates, re-ranked from the codes)", index.AutoCandidates), func(q *model.Embeddings) ([]index.Result, error) {
+		return compressed.Search(ctx, q, true, &index.SearchOptions{K: 10})
 	}, mrsw, "against exhaustive float32 MrSw")
 	if err != nil {
 		return err
