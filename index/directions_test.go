@@ -210,10 +210,7 @@ func TestResCandidatesProbeMore(t *testing.T) {
 	e, _ := clusteredItems(rng, items, 12, d, objects)
 	s := compressedSegment(t, e, 2, CoderAuto)
 	v := s.res
-	var q []float32
-	for range 4 {
-		q = append(q, nearUnit(rng, objects[rng.IntN(len(objects))], 0.7)...)
-	}
+	q := queryNear(rng, objects, 4)
 	rq := newResQuery([]*segment{s}, q, d)
 	// The items listed in each query vector's best cell.
 	met := map[int32]bool{}
@@ -251,10 +248,7 @@ func TestInteractionMrSw(t *testing.T) {
 	e, _ := clusteredItems(rng, 200, 9, d, objects)
 	s := compressedSegment(t, e, 2, CoderAuto)
 	v := s.res
-	var q []float32
-	for range 5 {
-		q = append(q, nearUnit(rng, objects[rng.IntN(len(objects))], 0.7)...)
-	}
+	q := queryNear(rng, objects, 5)
 	rq := newResQuery([]*segment{s}, q, d)
 	tab := rq.tables[v.id]
 	var sc interactScratch

@@ -81,6 +81,16 @@ func nearUnit(rng *rand.Rand, dir []float32, c float64) []float32 {
 	return v
 }
 
+// queryNear returns n query vectors (n x d, concatenated), each at cosine
+// 0.7 from a random one of objects.
+func queryNear(rng *rand.Rand, objects [][]float32, n int) []float32 {
+	var q []float32
+	for range n {
+		q = append(q, nearUnit(rng, objects[rng.IntN(len(objects))], 0.7)...)
+	}
+	return q
+}
+
 func normalizeUnit(v []float32) {
 	var s float64
 	for _, x := range v {

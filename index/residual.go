@@ -774,7 +774,7 @@ func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s 
 	// index larger than the page cache they are scattered reads from
 	// disk, asked for at once rather than one page fault at a time.
 	for _, c := range cands {
-		c.seg.res.willNeed(c.row)
+		c.seg.willNeed(c.row)
 	}
 	out := make([]float32, len(cands))
 	err := forRanges(ctx, len(cands), 32, func() func(lo, hi int) {
@@ -805,11 +805,22 @@ func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, rq 
 	return rerankBest(ctx, segs, cands, scores, q, rq, s, queryIsText, o)
 }
 
-// willNeed asks the kernel to start reading the codes of item i (the
-// fast-scan blocks that hold its vectors).
-func (v *resView) willNeed(i int) {
-	bs := 16 * v.cb.m
-	mmap.WillNeed(v.codes[v.offsets[i]/pqBlock*bs : pqBlocks(v.offsets[i+1])*bs])
+// willNeed asks the kernel to start reading what scoring item i reads
+// from disk: its residual codes (the fast-scan blocks that hold its
+// vectors), or its float32 vectors. A segment read ahead when its index
+// was opened, or read into memory, needs no asking (a system call per
+// item saved).
+func (s *segment) willNeed(i int) {
+	switch {
+	case s.readAhead || !s.mapped:
+	case s.res != nil:
+		v := s.res
+		bs := 16 * v.cb.m
+		mmap.WillNeed(v.codes[v.offsets[i]/pqBlock*bs : pqBlocks(v.offsets[i+1])*bs])
+	default:
+		e := s.emb
+		mmap.WillNeed(bytesOf(e.Vecs[e.Offsets[i]*e.Dim : e.Offsets[i+1]*e.Dim]))
+	}
 }
 
 // decodeItem returns item i of a compressed segment decoded: its vectors

@@ -91,10 +91,7 @@ func testResidualCodes(t *testing.T, coder ResidualCoder) {
 	if s.header.PQ.Dsub != 1 || v.cb.m != 64 || (v.cb.dir != nil) != (coder == CoderDirections) {
 		t.Fatalf("residual quantiser %d x %d, directions %v: want 64 subspaces of 1 coded by %s", v.cb.m, v.cb.dsub, v.cb.dir != nil, coder)
 	}
-	q := make([]float32, 0, 6*d)
-	for range 6 {
-		q = append(q, nearUnit(rng, objects[rng.IntN(len(objects))], 0.7)...)
-	}
+	q := queryNear(rng, objects, 6)
 	vecs := e.Vecs[:e.Offsets[e.Len()]*d]
 	resErr := cosineError(v, vecs, q)
 	// The same budget without the residual: product quantisation of the

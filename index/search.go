@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/xmr-project/xmr/mmap"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -464,12 +463,7 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 	// Ask for every candidate's vectors at once: on an index larger than
 	// the page cache they are scattered reads from disk.
 	for _, w := range where {
-		if w.seg.res != nil {
-			w.seg.res.willNeed(w.row)
-			continue
-		}
-		e := w.seg.emb
-		mmap.WillNeed(bytesOf(e.Vecs[e.Offsets[w.row]*e.Dim : e.Offsets[w.row+1]*e.Dim]))
+		w.seg.willNeed(w.row)
 	}
 	var sc []float32
 	var err error

@@ -239,12 +239,15 @@ type segment struct {
 	header segmentHeader
 	data   []byte // the mapping (or the file read into memory)
 	mapped bool
-	emb    *model.Embeddings // views into data
-	codes  *codeView         // the quantized vectors, views into data
-	global *globalView       // sketches and codes of the global vectors
-	ivf    *ivfView          // the inverted file of the vectors, or nil
-	pq     *pqView           // the product-quantised vectors; nil in a version 1 or 3 segment
-	res    *resView          // version 3 (residual.go): the compressed vectors; nil otherwise
+	// readAhead: the whole mapping was asked for when the index opened
+	// (readAhead below), so searches need not ask for its parts.
+	readAhead bool
+	emb       *model.Embeddings // views into data
+	codes     *codeView         // the quantized vectors, views into data
+	global    *globalView       // sketches and codes of the global vectors
+	ivf       *ivfView          // the inverted file of the vectors, or nil
+	pq        *pqView           // the product-quantised vectors; nil in a version 1 or 3 segment
+	res       *resView          // version 3 (residual.go): the compressed vectors; nil otherwise
 }
 
 // openSegment maps path and checks its structure and, unless skipCRC, the
@@ -301,6 +304,7 @@ func readAhead(segs []*segment) {
 	for _, s := range segs {
 		if s.mapped {
 			mmap.WillNeed(s.data)
+			s.readAhead = true
 		}
 	}
 }

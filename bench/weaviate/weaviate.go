@@ -122,15 +122,16 @@ func run(ctx context.Context, opts bench.Options) error {
 	// The local indexes: float32 (the truth's, and xmr's exact path) and
 	// compressed (cells and residual codes, xmr's layout at scale).
 	locals := []struct {
-		name   string
-		layout index.Layout
-		wr     *index.Writer
-		took   time.Duration
-		ix     *index.Index
+		name, dir string
+		layout    index.Layout
+		wr        *index.Writer
+		took      time.Duration
+		ix        *index.Index
 	}{{name: "float32", layout: index.LayoutFloat32}, {name: "compressed", layout: index.LayoutCompressed}}
 	for i := range locals {
 		l := &locals[i]
-		wr, err := index.NewWriter(filepath.Join(tmp, "local-"+l.name+".idx"), m, index.Overwrite)
+		l.dir = filepath.Join(tmp, "local-"+l.name+".idx")
+		wr, err := index.NewWriter(l.dir, m, index.Overwrite)
 		if err != nil {
 			return err
 		}
@@ -156,13 +157,12 @@ func run(ctx context.Context, opts bench.Options) error {
 			return err
 		}
 		l.took += time.Since(st)
-		dir := filepath.Join(tmp, "local-"+l.name+".idx")
-		if l.ix, err = index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err != nil {
+		if l.ix, err = index.Open(ctx, l.dir, &index.OpenOptions{SkipChecksums: true}); err != nil {
 			return err
 		}
 		defer l.ix.Close()
 		opts.Emit(bench.Result{Name: "weaviate/local index build, " + l.name, Metric: "throughput", Value: float64(p.images) / l.took.Seconds(), Unit: "images/s", Note: note + "; generating the vectors excluded"})
-		opts.Emit(bench.Result{Name: "weaviate/local index build, " + l.name, Metric: "bytes per image", Value: float64(benchsearch.DirSize(dir)) / float64(p.images), Unit: "B", Note: note + "; the whole index directory"})
+		opts.Emit(bench.Result{Name: "weaviate/local index build, " + l.name, Metric: "bytes per image", Value: float64(benchsearch.DirSize(l.dir)) / float64(p.images), Unit: "B", Note: note + "; the whole index directory"})
 	}
 	local, compressed := locals[0].ix, locals[1].ix
 
