@@ -327,7 +327,13 @@ func FuzzParseSegment(f *testing.F) {
 	vecs := items.Vecs[:items.Offsets[items.Len()]*items.Dim]
 	cellOf := qz.assign(vecs)
 	for _, c := range []ResidualCoder{CoderPQ, CoderDirections} {
-		if err := writeCompressedSegment(p, "images", "sha256:test", items, qz, trainResidual("images", vecs, items.Dim, cellOf, qz, 4, c), cellOf); err != nil {
+		// The PQ-coded seed has coarse codes, the other none.
+		rcb := trainResidual("images", vecs, items.Dim, cellOf, qz, 4, c)
+		var cc *coarseCoder
+		if c == CoderPQ {
+			cc = trainCoarse("images", vecs, items.Dim, cellOf, qz, 4, rcb)
+		}
+		if err := writeCompressedSegment(p, "images", "sha256:test", items, qz, rcb, cc, cellOf); err != nil {
 			f.Fatal(err)
 		}
 		if seed, err = os.ReadFile(p); err != nil {

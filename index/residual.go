@@ -40,7 +40,11 @@ import (
 //     scoring says;
 //  4. the best of those (SearchOptions.Candidates) are scored on their
 //     residual codes with the fast-scan kernel: centroid score plus the
-//     residual's quantised table look-ups;
+//     residual's quantised table look-ups. Segments written with coarse
+//     codes (a second product quantisation of the same residuals, 4
+//     times smaller at d = 256, kept in memory) are scored on those
+//     first, and only the best coarseReads of them read their residual
+//     codes from disk;
 //  5. the best of those (SearchOptions.Rerank) are scored again with the
 //     codes decoded exactly (float tables), and the best k returned.
 
@@ -93,6 +97,9 @@ const (
 	secResCodebook = "rescodebook" // float32 x subspaces x 16 x dsub: the residual quantiser
 	secResCodes    = "rescodes"    // uint8 x pqBlocks(vectors) x 16 subspaces: residual codes in fast-scan blocks
 	secAlphas      = "alphas"      // int8 x vectors: each vector's cosine with its centroid, in 127ths
+	// The coarse codes (header "coarse"), in segments written with them.
+	secCoarseCodebook = "coarsecodebook" // float32 x subspaces x 16 x dsub: the coarse quantiser
+	secCoarseCodes    = "coarsecodes"    // uint8 x pqBlocks(vectors) x 16 subspaces: the coarse codes of the same residuals
 	// secIVFItems holds, in version 3, cell by cell the items with a
 	// vector in the cell, ascending, each once (header "lists" entries).
 )
@@ -100,13 +107,105 @@ const (
 // resDsubFor returns the residual quantiser's default subspace width for
 // vectors of dim: 2 elements (2 bits an element) up to 512 dimensions, 4
 // above (1 bit), so that 36 regions take about 3 KB at d = 256 and 6 KB at
-// d = 1024 (docs/benchmarks.md, "search", measures recall against bytes).
+// d = 1024, 576 bytes more with their coarse codes (docs/benchmarks.md,
+// "search", measures recall against bytes).
 func resDsubFor(dim int) int {
 	if dim > 512 {
 		return 4
 	}
 	return 2
 }
+
+// coarseDsubFor returns the coarse codes' subspace width for vectors of
+// dim whose residual codes have subspaces of dsub elements: 4 times as
+// wide, and at most 32 subspaces (16 bytes a vector), so that at d = 256
+// 36 regions' coarse codes take 576 bytes, which a search keeps in
+// memory.
+func coarseDsubFor(dim, dsub int) int { return max(4*dsub, dim/32) }
+
+// coarseCoder makes a build's coarse codes: product quantisation of the
+// residuals, with subspaces of coarseDsubFor elements.
+type coarseCoder struct {
+	cb *pqCodebook
+	// table, when every coarse subspace is k whole subspaces of the
+	// residual codes' product quantiser (k at most 4), holds each coarse
+	// subspace's code for each combination of their k residual codes
+	// (16^k entries a subspace): the coarse centroid nearest the residual
+	// they decode to. Coarse codes are then looked up from the residual
+	// codes rather than searched for, which would cost a build as much
+	// again as the residual codes.
+	table []byte
+	k     int
+}
+
+// trainCoarse trains the coarse codes of vecs (rows of d, filed under
+// cellOf by qz) whose residual codes are rcb's, of subspaces of dsub
+// elements.
+func trainCoarse(modality string, vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int, rcb *pqCodebook) *coarseCoder {
+	cc := &coarseCoder{cb: trainResidual(modality, vecs, d, cellOf, qz, coarseDsubFor(d, dsub), CoderPQ)}
+	cb := cc.cb
+	if rcb.dir != nil || cb.dsub%rcb.dsub != 0 {
+		return cc
+	}
+	k := cb.dsub / rcb.dsub
+	if k > 4 || cb.m*k != rcb.m {
+		return cc
+	}
+	size := 1 << (4 * k)
+	cc.table, cc.k = make([]byte, cb.m*size), k
+	half := cb.halfNorms()
+	w := cb.dsub
+	parallel(cb.m, func(s int) {
+		x := make([]float32, w)
+		for idx := range size {
+			for j := range k {
+				c := idx >> (4 * j) & 15
+				copy(x[j*rcb.dsub:(j+1)*rcb.dsub], rcb.centroids[((s*k+j)*pqCentroids+c)*rcb.dsub:])
+			}
+			cc.table[s*size+idx] = byte(nearestHalf(x, cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], half[s*pqCentroids:(s+1)*pqCentroids]))
+		}
+	})
+	return cc
+}
+
+// encode returns the coarse codes of vecs (rows of cb.dim, filed under
+// cellOf), whose residual codes (of rm subspaces) are codes, in the
+// fast-scan block layout.
+func (cc *coarseCoder) encode(vecs []float32, cellOf []uint16, centroids []float32, codes []byte, rm int) []byte {
+	if cc.table == nil {
+		out, _ := cc.cb.encodeResiduals(vecs, cellOf, centroids)
+		return out
+	}
+	m, k := cc.cb.m, cc.k
+	size := 1 << (4 * k)
+	n := len(cellOf)
+	nb := pqBlocks(n)
+	out := make([]byte, nb*16*m)
+	parallel((nb+31)/32, func(t int) {
+		for b := t * 32; b < min(t*32+32, nb); b++ {
+			blk := out[b*16*m : (b+1)*16*m]
+			for i := range min(pqBlock, n-b*pqBlock) {
+				x := b*pqBlock + i
+				for s := range m {
+					idx := 0
+					for j := range k {
+						idx |= int(codeAt(codes, rm, x, s*k+j)) << (4 * j)
+					}
+					setCode(blk, s, i, cc.table[s*size+idx])
+				}
+			}
+		}
+	})
+	return out
+}
+
+// coarseReads is how many candidates a search of segments with coarse
+// codes reads the residual codes of, when it re-ranks rerank of them: 3
+// times as many, and at least 300 (docs/benchmarks.md, "search": on the
+// synthetic generator the residual codes' top 10 of 3,000 candidates are
+// among the coarse codes' best 300 in 997 places of 1,000, and recall@10
+// is the same through 300 as through all 3,000).
+func coarseReads(rerank int) int { return max(3*rerank, 300) }
 
 // segVersionResidual is the compressed layout's format version.
 const segVersionResidual = 3
@@ -124,6 +223,9 @@ type resView struct {
 	cbID      quantizerID // the codebook's section CRC and subspaces: shared by the build's segments
 	codes     []byte      // pqBlocks(vectors) x 16m
 	offsets   []int       // as Embeddings.Offsets
+	// coarse is the view of the coarse codes (nil: none): this view
+	// with their codebook and codes.
+	coarse *resView
 }
 
 // check reports cells, lists or items out of range or order.
@@ -289,7 +391,7 @@ func (cb *pqCodebook) encodeResiduals(vecs []float32, cellOf []uint16, centroids
 
 // nearestHalf returns the index of the centroid (16 rows of len(x) in
 // cent, half their squared norms in half) closest to x: the largest x.c -
-// |c|^2/2; ties go to the lower index. Widths 2 and 4 are unrolled.
+// |c|^2/2; ties go to the lower index. Widths 2, 4 and 8 are unrolled.
 func nearestHalf(x, cent, half []float32) int {
 	best, bv := 0, float32(math.Inf(-1))
 	switch len(x) {
@@ -307,6 +409,15 @@ func nearestHalf(x, cent, half []float32) int {
 		for c := 0; c < pqCentroids; c++ {
 			r := cent[4*c : 4*c+4]
 			if v := x0*r[0] + x1*r[1] + x2*r[2] + x3*r[3] - half[c]; v > bv {
+				best, bv = c, v
+			}
+		}
+	case 8: // the coarse codes' width at d = 256
+		x0, x1, x2, x3, x4, x5, x6, x7 := x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+		cent = cent[:8*pqCentroids]
+		for c := 0; c < pqCentroids; c++ {
+			r := cent[8*c : 8*c+8]
+			if v := (x0*r[0] + x1*r[1] + x2*r[2] + x3*r[3]) + (x4*r[4] + x5*r[5] + x6*r[6] + x7*r[7]) - half[c]; v > bv {
 				best, bv = c, v
 			}
 		}
@@ -396,6 +507,11 @@ func newResQuery(segs []*segment, q []float32, d int) *resQuery {
 		if _, ok := rq.luts[v.cbID]; !ok {
 			rq.exact[v.cbID] = v.cb.floatTables(q)
 			rq.luts[v.cbID] = v.cb.lutsOf(rq.exact[v.cbID])
+		}
+		if c := v.coarse; c != nil {
+			if _, ok := rq.luts[c.cbID]; !ok {
+				rq.luts[c.cbID] = c.cb.lutsOf(c.cb.floatTables(q))
+			}
 		}
 	}
 	return rq
@@ -768,13 +884,16 @@ const (
 )
 
 // scoreResCandidates scores the candidates on their residual codes (the
-// fast-scan estimate), in parallel.
-func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
-	// The codes are the one part of a search not kept in memory: on an
-	// index larger than the page cache they are scattered reads from
-	// disk, asked for at once rather than one page fault at a time.
-	for _, c := range cands {
-		c.seg.willNeed(c.row)
+// fast-scan estimate), or, coarse, on their coarse codes, in parallel.
+func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s model.Scoring, queryIsText, coarse bool) ([]float32, error) {
+	// The residual codes are the one part of a search not kept in
+	// memory: on an index larger than the page cache they are scattered
+	// reads from disk, asked for at once rather than one page fault at a
+	// time.
+	if !coarse {
+		for _, c := range cands {
+			c.seg.willNeed(c.row)
+		}
 	}
 	out := make([]float32, len(cands))
 	err := forRanges(ctx, len(cands), 32, func() func(lo, hi int) {
@@ -782,23 +901,51 @@ func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s 
 		return func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				c := cands[i]
-				sc.score(c.seg.res, rq, s, queryIsText, c.row, c.row+1, out[i:i+1])
+				v := c.seg.res
+				if coarse {
+					v = v.coarse
+				}
+				sc.score(v, rq, s, queryIsText, c.row, c.row+1, out[i:i+1])
 			}
 		}
 	})
 	return out, err
 }
 
+// allCoarse reports whether every segment of segs has coarse codes.
+func allCoarse(segs []*segment) bool {
+	for _, s := range segs {
+		if s.res == nil || s.res.coarse == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // rankResidual ranks the items of segs (all compressed) for an alignment
 // scoring through stages 1-5 of the top of this file, with the query's
-// tables rq: c candidates scored on their codes, the best o.rerank(false)
-// of them decoded exactly.
+// tables rq: c candidates scored on their codes (with coarse codes in
+// every segment: on those, and the best coarseReads of them on their
+// residual codes), the best o.rerank(false) of them decoded exactly.
 func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, rq *resQuery, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
 	cands, err := resCandidates(ctx, segs, rq, c, o.probes(), s, queryIsText)
 	if err != nil {
 		return nil, err
 	}
-	scores, err := scoreResCandidates(ctx, cands, rq, s, queryIsText)
+	if reads := coarseReads(o.rerank(false)); len(cands) > reads && allCoarse(segs) {
+		scores, err := scoreResCandidates(ctx, cands, rq, s, queryIsText, true)
+		if err != nil {
+			return nil, err
+		}
+		best := model.TopK(scores, reads)
+		slices.SortFunc(best, func(a, b model.Hit) int { return a.Index - b.Index }) // in index order, as read from disk
+		kept := make([]candidate, len(best))
+		for i, h := range best {
+			kept[i] = cands[h.Index]
+		}
+		cands = kept
+	}
+	scores, err := scoreResCandidates(ctx, cands, rq, s, queryIsText, false)
 	if err != nil {
 		return nil, err
 	}
@@ -889,7 +1036,7 @@ func (s *segment) residentBytes() int64 {
 func (s *segment) resident(name string) bool {
 	if s.res != nil {
 		switch name {
-		case secOffsets, secCells, secAlphas, secIVFOffsets, secIVFItems, secIVFCentroids, secResCodebook, secResDirs, secResDirOf:
+		case secOffsets, secCells, secAlphas, secIVFOffsets, secIVFItems, secIVFCentroids, secResCodebook, secResDirs, secResDirOf, secCoarseCodebook, secCoarseCodes:
 			return true
 		}
 		return false
@@ -899,8 +1046,9 @@ func (s *segment) resident(name string) bool {
 
 // writeCompressedSegment writes e as a segment file of format version 3
 // at path, atomically: its vectors filed under qz's cells (cellOf, from
-// qz.assign) with their residuals coded by rcb.
-func writeCompressedSegment(path, modality, fingerprint string, e *model.Embeddings, qz *quantizer, rcb *pqCodebook, cellOf []uint16) error {
+// qz.assign) with their residuals coded by rcb, and by cc (nil: none) in
+// the coarse codes.
+func writeCompressedSegment(path, modality, fingerprint string, e *model.Embeddings, qz *quantizer, rcb *pqCodebook, cc *coarseCoder, cellOf []uint16) error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -941,5 +1089,10 @@ func writeCompressedSegment(path, modality, fingerprint string, e *model.Embeddi
 	}
 	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint,
 		Cells: qz.cells, Lists: len(listItems), Sections: map[string]section{}, PQ: ph}
+	if cc != nil {
+		coarse := cc.encode(e.Vecs[first*d:last*d], cellOf, qz.centroids, codes, rcb.m)
+		arrays = append(arrays, namedArray{secCoarseCodebook, bytesOf(cc.cb.centroids)}, namedArray{secCoarseCodes, coarse})
+		h.Coarse = &pqHeader{Subspaces: cc.cb.m, Dsub: cc.cb.dsub}
+	}
 	return writeSections(path, &h, segVersionResidual, arrays)
 }

@@ -35,7 +35,9 @@ type SearchOptions struct {
 	// rescored in float32, or, stored compressed, with their codes decoded
 	// exactly (0: max(10 K, 100) on the int8 and compressed codes,
 	// max(10 K, 300) on the product-quantised ones, whose scores are
-	// coarser); a negative value keeps the compressed scores.
+	// coarser); a negative value keeps the compressed scores. On an index
+	// stored compressed with coarse codes, only the best max(3 Rerank,
+	// 300) candidates on those have their residual codes read from disk.
 	Rerank int
 	// Candidates, when positive, prunes: only that many items are scored
 	// with the fine-grained alignment, those that the inverted file of

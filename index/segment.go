@@ -91,14 +91,18 @@ type section struct {
 
 // segmentHeader is the JSON header of a segment file.
 type segmentHeader struct {
-	Modality string             `json:"modality"` // "images" or "captions"
-	Items    int                `json:"items"`
-	Vectors  int                `json:"vectors"`
-	Dim      int                `json:"dim"`
-	Model    string             `json:"model"`           // fingerprint of the model that encoded it
-	Cells    int                `json:"cells,omitempty"` // cells of the inverted file (0: none)
-	PQ       *pqHeader          `json:"pq,omitempty"`    // version 2: the codes' quantiser; version 3: the residuals'
-	Lists    int                `json:"lists,omitempty"` // version 3: entries of the cells' item lists
+	Modality string    `json:"modality"` // "images" or "captions"
+	Items    int       `json:"items"`
+	Vectors  int       `json:"vectors"`
+	Dim      int       `json:"dim"`
+	Model    string    `json:"model"`           // fingerprint of the model that encoded it
+	Cells    int       `json:"cells,omitempty"` // cells of the inverted file (0: none)
+	PQ       *pqHeader `json:"pq,omitempty"`    // version 2: the codes' quantiser; version 3: the residuals'
+	Lists    int       `json:"lists,omitempty"` // version 3: entries of the cells' item lists
+	// Coarse, in version 3, is the shape of the coarse residual codes
+	// (product-quantised, kept in memory; absent in segments written
+	// before them).
+	Coarse   *pqHeader          `json:"coarse,omitempty"`
 	Sections map[string]section `json:"sections"`
 }
 
@@ -374,6 +378,15 @@ func (s *segment) parse(skipCRC bool) error {
 			want[secResDirs] = 4 * int64(h.PQ.Directions) * int64(h.Dim)
 			want[secResDirOf] = 2 * int64(h.PQ.Subspaces)
 		}
+		if c := h.Coarse; c != nil {
+			if w, m := pqShape(h.Dim, c.Dsub); c.Dsub <= 0 || c.Dsub > h.Dim || w != c.Dsub || m != c.Subspaces || c.Directions != 0 {
+				return fmt.Errorf("header: coarse product quantiser of %d subspaces of %d elements does not fit dimension %d", c.Subspaces, c.Dsub, h.Dim)
+			}
+			want[secCoarseCodebook] = 4 * int64(c.Subspaces) * pqCentroids * int64(c.Dsub)
+			want[secCoarseCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(c.Subspaces)
+		}
+	} else if h.Coarse != nil {
+		return fmt.Errorf("header: coarse codes in a segment of format version %d, which has none", version)
 	} else if h.Cells > 0 {
 		want[secIVFCentroids] = 4 * int64(h.Cells) * int64(h.Dim)
 		want[secIVFOffsets] = 8 * int64(h.Cells+1)
@@ -457,6 +470,13 @@ func (s *segment) parse(skipCRC bool) error {
 			v.cb.dir = newDirCoder(sliceOf[float32](raw[secResDirs]), h.Dim, dirOf)
 			v.cbID.crc ^= bits.RotateLeft32(h.Sections[secResDirs].CRC32C, 16)
 		}
+		if c := h.Coarse; c != nil {
+			cv := *v
+			cv.cb = &pqCodebook{dim: h.Dim, dsub: c.Dsub, m: c.Subspaces, centroids: sliceOf[float32](raw[secCoarseCodebook])}
+			cv.cbID = quantizerID{h.Sections[secCoarseCodebook].CRC32C, c.Subspaces}
+			cv.codes = raw[secCoarseCodes]
+			v.coarse = &cv
+		}
 		if err := v.check(h.Items); err != nil {
 			return err
 		}
@@ -474,7 +494,7 @@ func (s *segment) parse(skipCRC bool) error {
 	// computes over whatever it wrote: they are scanned for NaN and
 	// infinities too (with the CRCs, as both read every byte).
 	if !skipCRC {
-		for _, name := range []string{secGlobal, secVectors, secScales, secGScales, secIVFCentroids, secPQCodebook, secResCodebook, secResDirs} {
+		for _, name := range []string{secGlobal, secVectors, secScales, secGScales, secIVFCentroids, secPQCodebook, secResCodebook, secResDirs, secCoarseCodebook} {
 			v := sliceOf[float32](raw[name])
 			if k, ok := firstNonFinite(v); ok {
 				return fmt.Errorf("section %q: element %d is %v; an index holds finite numbers only: rebuild it", name, k, v[k])

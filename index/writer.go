@@ -42,9 +42,10 @@ type Writer struct {
 	man   Manifest  // the manifest Commit publishes
 	imgs  []imageEntry
 	caps  []captionEntry
-	files []string               // written by this Writer, removed by Abort
-	qz    map[string]*quantizer  // per modality: trained on the first batch, shared by the rest
-	rcb   map[string]*pqCodebook // per modality, when compressed: the residual quantiser, as qz
+	files []string                // written by this Writer, removed by Abort
+	qz    map[string]*quantizer   // per modality: trained on the first batch, shared by the rest
+	rcb   map[string]*pqCodebook  // per modality, when compressed: the residual quantiser, as qz
+	cc    map[string]*coarseCoder // per modality, when compressed: the coarse codes' quantiser, as qz
 	lay   LayoutOptions
 	lock  *lockfile.Lock
 	done  bool
@@ -228,7 +229,7 @@ func (w *Writer) addSegment(ctx context.Context, modality string, e *model.Embed
 		return "", fmt.Errorf("index %s: %d-d %s vectors, the index's model makes %d-d vectors", w.dir, e.Dim, modality, w.man.Model.Dim)
 	}
 	if w.qz == nil {
-		w.qz, w.rcb = map[string]*quantizer{}, map[string]*pqCodebook{}
+		w.qz, w.rcb, w.cc = map[string]*quantizer{}, map[string]*pqCodebook{}, map[string]*coarseCoder{}
 	}
 	qz := w.qz[modality]
 	if qz == nil {
@@ -252,8 +253,9 @@ func (w *Writer) addSegment(ctx context.Context, modality string, e *model.Embed
 			}
 			rcb = trainResidual(modality, vecs, e.Dim, cellOf, qz, dsub, w.lay.Coder)
 			w.rcb[modality] = rcb
+			w.cc[modality] = trainCoarse(modality, vecs, e.Dim, cellOf, qz, dsub, rcb)
 		}
-		if err := writeCompressedSegment(path, modality, w.fp, e, qz, rcb, cellOf); err != nil {
+		if err := writeCompressedSegment(path, modality, w.fp, e, qz, rcb, w.cc[modality], cellOf); err != nil {
 			return "", err
 		}
 	} else if err := writeSegment(path, modality, w.fp, e, qz); err != nil {

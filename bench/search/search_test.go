@@ -10,7 +10,8 @@ import (
 
 // TestScaleRun builds a small scale index, then searches it again with
 // reuse=1: both report the same recall, pruning through the inverted file
-// finds most of the exhaustive top 10, and the reused run needs no build.
+// finds most of the exhaustive top 10, and the reused run needs no build
+// and times fresh= queries.
 func TestScaleRun(t *testing.T) {
 	dir := t.TempDir()
 	// 64 objects: each shown by about 200 of the 4,000 images, so that,
@@ -18,7 +19,7 @@ func TestScaleRun(t *testing.T) {
 	// what the query names.
 	args := []string{"scale=4000", "scale-dim=128", "objects=64", "queries=8", "candidates=200", "probes=1", "dir=" + dir}
 	run1 := runScale(t, args...)
-	run2 := runScale(t, append(args, "reuse=1")...)
+	run2 := runScale(t, append(args, "reuse=1", "fresh=5")...)
 	name := "search/scale pruned 200 candidates 1 probes text"
 	r1, ok1 := run1[name+" recall@10"]
 	r2, ok2 := run2[name+" recall@10"]
@@ -43,6 +44,14 @@ func TestScaleRun(t *testing.T) {
 	}
 	if _, ok := run2["search/scale build throughput"]; ok {
 		t.Fatal("reuse=1 built the index again")
+	}
+	// fresh=5: 5 more queries timed, a median and a 99th percentile.
+	med, p99 := run2[name+" latency fresh queries"], run2[name+" latency fresh queries p99"]
+	if med <= 0 || p99 < med {
+		t.Fatalf("fresh=5: median %v ms, p99 %v ms", med, p99)
+	}
+	if _, ok := run1[name+" latency fresh queries"]; ok {
+		t.Fatal("fresh queries timed without fresh=")
 	}
 	if _, err := parse(bench.Options{Args: []string{"probes=1,x"}}); err == nil || !strings.Contains(err.Error(), "probes") {
 		t.Fatalf("probes=1,x: error %v", err)
