@@ -797,7 +797,7 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 	slices.Sort(top)
 	first := make([]candidate, len(top))
 	for i, h := range top {
-		first[i] = who[h]
+		first[i] = who(h)
 	}
 	ci := make([]float32, len(first))
 	err = forRanges(ctx, len(first), 256, func() func(lo, hi int) {
