@@ -367,3 +367,30 @@ func stubModelOf(t *testing.T, d int) model.Model {
 	}
 	return m
 }
+
+// TestFlatten holds flatten's candidates to the segments' rated items:
+// places run on across segments, segments that rated nothing (first,
+// between, last) are skipped, and item numbers run on from each
+// segment's first item.
+func TestFlatten(t *testing.T) {
+	segs := make([]*segment, 5)
+	for i, n := range []int{4, 3, 6, 2, 5} {
+		segs[i] = &segment{header: segmentHeader{Items: n}}
+	}
+	res := []rated{
+		{},
+		{items: []int32{0, 2}, scores: []float32{1, 2}},
+		{},
+		{items: []int32{1}, scores: []float32{3}},
+		{},
+	}
+	all, who := flatten(segs, res)
+	if want := []float32{1, 2, 3}; !slices.Equal(all, want) {
+		t.Fatalf("ratings %v, want %v", all, want)
+	}
+	for h, want := range []candidate{{item: 4, row: 0, seg: segs[1]}, {item: 6, row: 2, seg: segs[1]}, {item: 14, row: 1, seg: segs[3]}} {
+		if got := who(h); got != want {
+			t.Errorf("place %d: candidate %+v, want %+v", h, got, want)
+		}
+	}
+}
