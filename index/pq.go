@@ -452,11 +452,17 @@ func checkPQ(h *segmentHeader) error {
 		}
 		return nil
 	}
-	w, m := pqShape(h.Dim, p.Dsub)
-	if p.Dsub <= 0 || p.Dsub > h.Dim || w != p.Dsub || m != p.Subspaces {
+	if !p.fits(h.Dim) {
 		return fmt.Errorf("header: product quantiser of %d subspaces of %d elements does not fit dimension %d", p.Subspaces, p.Dsub, h.Dim)
 	}
 	return nil
+}
+
+// fits reports whether p is the shape pqShape gives a product quantiser
+// of vectors of dim (no direction coder).
+func (p *pqHeader) fits(dim int) bool {
+	w, m := pqShape(dim, p.Dsub)
+	return p.Directions == 0 && p.Dsub > 0 && p.Dsub <= dim && w == p.Dsub && m == p.Subspaces
 }
 
 // PQBytes returns the size of the product-quantised form of d-dimensional

@@ -379,7 +379,7 @@ func (s *segment) parse(skipCRC bool) error {
 			want[secResDirOf] = 2 * int64(h.PQ.Subspaces)
 		}
 		if c := h.Coarse; c != nil {
-			if w, m := pqShape(h.Dim, c.Dsub); c.Dsub <= 0 || c.Dsub > h.Dim || w != c.Dsub || m != c.Subspaces || c.Directions != 0 {
+			if !c.fits(h.Dim) {
 				return fmt.Errorf("header: coarse product quantiser of %d subspaces of %d elements does not fit dimension %d", c.Subspaces, c.Dsub, h.Dim)
 			}
 			want[secCoarseCodebook] = 4 * int64(c.Subspaces) * pqCentroids * int64(c.Dsub)
