@@ -197,6 +197,8 @@ func Open(ctx context.Context, dir string, o *OpenOptions) (*Index, error) {
 		ix.captions, err = open(man.Captions, "captions")
 	}
 	if err == nil {
+		markSharedCentroids(ix.images)
+		markSharedCentroids(ix.captions)
 		readAhead(slices.Concat(ix.images, ix.captions))
 	}
 	if err == nil && o != nil && o.Preload {

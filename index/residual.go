@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/xmr-project/xmr/mmap"
 	"github.com/xmr-project/xmr/model"
@@ -37,16 +38,21 @@ import (
 //     vectors, of the best centroid score among its probed cells;
 //  3. the best of those are rated by centroid interaction: the alignment
 //     of the query with the centroids of all their vectors, pooled as the
-//     scoring says;
+//     scoring says (a text query under MrSw through interact's kernel,
+//     which fetches items' cells ahead: they lie anywhere in memory);
 //  4. the best of those (SearchOptions.Candidates) are scored on their
 //     residual codes with the fast-scan kernel: centroid score plus the
-//     residual's quantised table look-ups. Segments written with coarse
-//     codes (a second product quantisation of the same residuals, 4
-//     times smaller at d = 256, kept in memory) are scored on those
-//     first, and only the best coarseReads of them read their residual
-//     codes from disk;
+//     residual's quantised table look-ups (a text query's MrSw pooled by
+//     scoreText). Segments written with coarse codes (a second product
+//     quantisation of the same residuals, 4 times smaller at d = 256,
+//     kept in memory) are scored on those first, and only the best
+//     coarseReads of them read their residual codes from disk;
 //  5. the best of those (SearchOptions.Rerank) are scored again with the
-//     codes decoded exactly (float tables), and the best k returned.
+//     codes decoded exactly (float tables, summed by exactAdd), and the
+//     best k returned.
+//
+// The kernels of reskernels_amd64.s compute what their Go versions in
+// reskernels.go do, operation for operation.
 
 // Layout says how a Writer stores the vectors of the segments it writes.
 type Layout int
@@ -136,6 +142,15 @@ type coarseCoder struct {
 	// again as the residual codes.
 	table []byte
 	k     int
+	// dots, when every coarse subspace is k > 4 whole residual subspaces
+	// (d = 1024: 8 of 4 elements), holds for each coarse subspace s,
+	// each j < k and residual code c the dot products of residual
+	// subspace s*k+j's centroid c with the 16 coarse centroids' part
+	// there (m x k x 16 x 16). The coarse code is then the centroid
+	// maximising the sum of k rows minus its half norm (half): the
+	// nearest to the decoded residual, in 16k additions rather than the
+	// 16 x dsub multiply-adds of a search from the residual.
+	dots, half []float32
 }
 
 // trainCoarse trains the coarse codes of vecs (rows of d, filed under
@@ -148,11 +163,34 @@ func trainCoarse(modality string, vecs []float32, d int, cellOf []uint16, qz *qu
 		return cc
 	}
 	k := cb.dsub / rcb.dsub
-	if k > 4 || cb.m*k != rcb.m {
+	if cb.m*k != rcb.m {
+		return cc
+	}
+	cc.k = k
+	if k > 4 {
+		cc.half = cb.halfNorms()
+		cc.dots = make([]float32, cb.m*k*pqCentroids*pqCentroids)
+		w := rcb.dsub
+		for s := range cb.m {
+			for j := range k {
+				for c := range pqCentroids {
+					fine := rcb.centroids[((s*k+j)*pqCentroids+c)*w:][:w]
+					row := cc.dots[((s*k+j)*pqCentroids+c)*pqCentroids:][:pqCentroids]
+					for cc2 := range row {
+						part := cb.centroids[(s*pqCentroids+cc2)*cb.dsub+j*w:][:w]
+						var dot float32
+						for e, f := range fine {
+							dot += f * part[e]
+						}
+						row[cc2] = dot
+					}
+				}
+			}
+		}
 		return cc
 	}
 	size := 1 << (4 * k)
-	cc.table, cc.k = make([]byte, cb.m*size), k
+	cc.table = make([]byte, cb.m*size)
 	half := cb.halfNorms()
 	w := cb.dsub
 	parallel(cb.m, func(s int) {
@@ -172,7 +210,7 @@ func trainCoarse(modality string, vecs []float32, d int, cellOf []uint16, qz *qu
 // cellOf), whose residual codes (of rm subspaces) are codes, in the
 // fast-scan block layout.
 func (cc *coarseCoder) encode(vecs []float32, cellOf []uint16, centroids []float32, codes []byte, rm int) []byte {
-	if cc.table == nil {
+	if cc.table == nil && cc.dots == nil {
 		out, _ := cc.cb.encodeResiduals(vecs, cellOf, centroids)
 		return out
 	}
@@ -182,16 +220,38 @@ func (cc *coarseCoder) encode(vecs []float32, cellOf []uint16, centroids []float
 	nb := pqBlocks(n)
 	out := make([]byte, nb*16*m)
 	parallel((nb+31)/32, func(t int) {
+		fine := make([]byte, rm)
+		var acc [pqCentroids]float32
 		for b := t * 32; b < min(t*32+32, nb); b++ {
 			blk := out[b*16*m : (b+1)*16*m]
 			for i := range min(pqBlock, n-b*pqBlock) {
 				x := b*pqBlock + i
+				codesOf(codes, rm, x, fine)
 				for s := range m {
-					idx := 0
-					for j := range k {
-						idx |= int(codeAt(codes, rm, x, s*k+j)) << (4 * j)
+					if cc.dots == nil {
+						idx := 0
+						for j := range k {
+							idx |= int(fine[s*k+j]) << (4 * j)
+						}
+						setCode(blk, s, i, cc.table[s*size+idx])
+						continue
 					}
-					setCode(blk, s, i, cc.table[s*size+idx])
+					for c, h := range cc.half[s*pqCentroids : (s+1)*pqCentroids] {
+						acc[c] = -h
+					}
+					for j, f := range fine[s*k : (s+1)*k] {
+						row := cc.dots[((s*k+j)*pqCentroids+int(f))*pqCentroids:][:pqCentroids]
+						for c, v := range row {
+							acc[c] += v
+						}
+					}
+					best := 0
+					for c, v := range acc {
+						if v > acc[best] {
+							best = c
+						}
+					}
+					setCode(blk, s, i, byte(best))
 				}
 			}
 		}
@@ -199,13 +259,27 @@ func (cc *coarseCoder) encode(vecs []float32, cellOf []uint16, centroids []float
 	return out
 }
 
-// coarseReads is how many candidates a search of segments with coarse
-// codes reads the residual codes of, when it re-ranks rerank of them: 3
-// times as many, and at least 300 (docs/benchmarks.md, "search": on the
-// synthetic generator the residual codes' top 10 of 3,000 candidates are
-// among the coarse codes' best 300 in 997 places of 1,000, and recall@10
-// is the same through 300 as through all 3,000).
-func coarseReads(rerank int) int { return max(3*rerank, 300) }
+// coarseReads is how many candidates a search of segs reads the residual
+// codes of, when it re-ranks rerank of them, after scoring them on their
+// coarse codes (0 when some segment has none, as those written before
+// them): 3 times
+// as many and at least 300, times how much coarser than 4 times the
+// residual codes' subspaces the coarse codes' are. (docs/benchmarks.md,
+// "search": at d = 256, coarse subspaces 4 times as wide, the residual
+// codes' top 10 of 3,000 candidates are among the coarse codes' best 300
+// in 997 places of 1,000, and recall@10 is the same through 300 as
+// through all 3,000; at d = 1024 they are 8 times as wide, and the best
+// 300 lost the query's own image for one query in twenty more than 600.)
+func coarseReads(rerank int, segs []*segment) int {
+	if !allCoarse(segs) {
+		return 0
+	}
+	widen := 1
+	for _, s := range segs {
+		widen = max(widen, s.res.coarse.cb.dsub/(4*s.res.cb.dsub))
+	}
+	return max(3*rerank, 300) * widen
+}
 
 // segVersionResidual is the compressed layout's format version.
 const segVersionResidual = 3
@@ -447,6 +521,19 @@ func codeAt(codes []byte, m, x, s int) byte {
 	return b >> 4
 }
 
+// codesOf sets out[:m] to the 4-bit codes of vector x in blocked codes of
+// m subspaces (codeAt for every subspace): in its block, subspaces s and
+// s+1 (s even) share 32 bytes, a nibble a vector.
+func codesOf(codes []byte, m, x int, out []byte) {
+	blk := codes[(x/pqBlock)*16*m : (x/pqBlock+1)*16*m]
+	at, shift := x%16, 4*((x%pqBlock)/16)
+	out = out[:m]
+	for s := 0; s+1 < m; s += 2 {
+		out[s] = blk[s*16+at] >> shift & 0x0f
+		out[s+1] = blk[s*16+16+at] >> shift & 0x0f
+	}
+}
+
 // decode writes vector x (its centroid plus its decoded residual) to out
 // (dim elements).
 func (v *resView) decode(x int, out []float32) {
@@ -459,9 +546,7 @@ func (v *resView) decode(x int, out []float32) {
 	if cb.dir != nil {
 		var buf [pqMaxSubspaces]byte
 		codes := buf[:cb.m]
-		for s := range codes {
-			codes[s] = codeAt(v.codes, cb.m, x, s)
-		}
+		codesOf(v.codes, cb.m, x, codes)
 		cb.addDirs(codes, out)
 		return
 	}
@@ -481,14 +566,18 @@ type resQuery struct {
 	q      []float32
 	d, nq  int
 	tables map[quantizerID][]float32 // cells x nq
-	exact  map[quantizerID][]float32 // nq x m x 16
+	// exact holds the exact tables for exactAdd: m x 16 rows of stride
+	// floats (transposeExact).
+	exact  map[quantizerID][]float32
+	stride int
 	luts   map[quantizerID]*pqQuery
 }
 
 // newResQuery prepares q (rows of d) for the compressed segments of segs.
 func newResQuery(segs []*segment, q []float32, d int) *resQuery {
-	rq := &resQuery{q: q, d: d, nq: len(q) / d, tables: map[quantizerID][]float32{},
-		exact: map[quantizerID][]float32{}, luts: map[quantizerID]*pqQuery{}}
+	nq := len(q) / d
+	rq := &resQuery{q: q, d: d, nq: nq, tables: map[quantizerID][]float32{},
+		exact: map[quantizerID][]float32{}, luts: map[quantizerID]*pqQuery{}, stride: tableStride(nq)}
 	var pf *packedFloats
 	for _, seg := range segs {
 		v := seg.res
@@ -505,8 +594,9 @@ func newResQuery(segs []*segment, q []float32, d int) *resQuery {
 			rq.tables[v.id] = t
 		}
 		if _, ok := rq.luts[v.cbID]; !ok {
-			rq.exact[v.cbID] = v.cb.floatTables(q)
-			rq.luts[v.cbID] = v.cb.lutsOf(rq.exact[v.cbID])
+			ft := v.cb.floatTables(q)
+			rq.luts[v.cbID] = v.cb.lutsOf(ft)
+			rq.exact[v.cbID] = transposeExact(ft, nq, v.cb.m, rq.stride)
 		}
 		if c := v.coarse; c != nil {
 			if _, ok := rq.luts[c.cbID]; !ok {
@@ -546,9 +636,9 @@ func (cb *pqCodebook) floatTables(vecs []float32) []float32 {
 
 // resScratch holds one goroutine's buffers for scoring residual codes.
 type resScratch struct {
-	sums  []uint16
-	sims  []float32
-	codes []byte
+	sums      []uint16
+	sims, acc []float32
+	codes     []byte
 }
 
 // score scores items [lo, hi) of v into out[0 : hi-lo] with the fast-scan
@@ -583,23 +673,7 @@ func (sc *resScratch) score(v *resView, rq *resQuery, s model.Scoring, queryIsTe
 				row[qi] = a * ct
 			}
 		}
-		for i := lo; i < hi; i++ {
-			r0, r1 := v.offsets[i]-v0, v.offsets[i+1]-v0
-			var total float32
-			for qi := 0; qi < nq && r1 > r0; qi++ {
-				sums := sc.sums[(qi/2)*nb*64+(qi%2)*32:]
-				scale := q.scale[qi]
-				best := float32(math.Inf(-1))
-				for r := r0; r < r1; r++ {
-					x := r + base
-					if val := sc.sims[r*nq+qi] + scale*float32(sums[(x/pqBlock)*64+x%pqBlock]); val > best {
-						best = val
-					}
-				}
-				total += best + q.bias[qi]
-			}
-			out[i-lo] = total
-		}
+		scoreText(sc.sims[:nv*nq], nq, sc.sums[:len(q.luts)*nb*64], nb, base, v.offsets[lo:hi+1], q.scale[:nq], q.bias[:nq], out[:hi-lo])
 		return
 	}
 	if s == model.MrSw && nq > 0 {
@@ -641,28 +715,25 @@ func (sc *resScratch) score(v *resView, rq *resQuery, s model.Scoring, queryIsTe
 }
 
 // exact scores item i of v with its codes decoded exactly: each cosine is
-// the centroid score plus the sum of the residual's float tables.
+// the centroid score plus the sum of the residual's float tables, added
+// subspace by subspace (exactAdd).
 func (sc *resScratch) exact(v *resView, rq *resQuery, s model.Scoring, queryIsText bool, i int) float32 {
 	x0, x1 := v.offsets[i], v.offsets[i+1]
 	nq, m := rq.nq, v.cb.m
 	ft, t := rq.exact[v.cbID], rq.tables[v.id]
 	sc.sims = grow(sc.sims, (x1-x0)*nq)
 	sc.codes = grow(sc.codes, m)
+	sc.acc = grow(sc.acc, rq.stride)
 	for x := x0; x < x1; x++ {
-		for s := range m {
-			sc.codes[s] = codeAt(v.codes, m, x, s)
-		}
-		row := sc.sims[(x-x0)*nq : (x-x0+1)*nq]
-		ct := t[int(v.cellOf[x])*nq:]
+		codesOf(v.codes, m, x, sc.codes)
+		ct := t[int(v.cellOf[x])*nq : int(v.cellOf[x]+1)*nq]
 		a := alphaValue(v.alphas[x])
-		for qi := range row {
-			tab := ft[qi*m*pqCentroids : (qi+1)*m*pqCentroids]
-			sum := a * ct[qi]
-			for s, c := range sc.codes[:m] {
-				sum += tab[s*pqCentroids+int(c)]
-			}
-			row[qi] = sum
+		for qi, c := range ct {
+			sc.acc[qi] = a * c
 		}
+		clear(sc.acc[nq:])
+		exactAdd(sc.codes[:m], ft, rq.stride, sc.acc)
+		copy(sc.sims[(x-x0)*nq:(x-x0+1)*nq], sc.acc[:nq])
 	}
 	return pool(sc.sims[:(x1-x0)*nq], x1-x0, nq, s, queryIsText)
 }
@@ -800,9 +871,35 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 		first[i] = who(h)
 	}
 	ci := make([]float32, len(first))
+	// A text query under MrSw goes through the interaction kernel, a
+	// run of one segment's items at a time, with the query's tables
+	// padded for it.
+	var padded map[quantizerID]*paddedTable
+	if s == model.MrSw && queryIsText {
+		padded = map[quantizerID]*paddedTable{}
+		for _, seg := range segs {
+			if v := seg.res; padded[v.id] == nil {
+				padded[v.id] = padTable(rq.tables[v.id], v.cells, nq)
+			}
+		}
+	}
 	err = forRanges(ctx, len(first), 256, func() func(lo, hi int) {
 		var sc interactScratch
 		return func(lo, hi int) {
+			if padded != nil {
+				for lo < hi {
+					seg, j := first[lo].seg, lo
+					sc.rows = sc.rows[:0]
+					for ; j < hi && first[j].seg == seg; j++ {
+						sc.rows = append(sc.rows, int32(first[j].row))
+					}
+					p := padded[seg.res.id]
+					sc.best = grow(sc.best, p.stride)
+					interact(seg.res, p, nq, sc.rows, sc.best, ci[lo:j])
+					lo = j
+				}
+				return
+			}
 			for i := lo; i < hi; i++ {
 				c := first[i]
 				ci[i] = sc.rate(c.seg.res, rq.tables[c.seg.res.id], nq, c.row, s, queryIsText)
@@ -823,35 +920,17 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 
 // interactScratch holds one goroutine's buffers for centroid
 // interaction.
-type interactScratch struct{ sims, best []float32 }
+type interactScratch struct {
+	sims, best []float32
+	rows       []int32
+}
 
 // rate returns the centroid interaction of item i of v with the query
 // whose centroid table (cells x nq) is t: the query's alignment with its
-// vectors' centroids times their cosines, pooled as s says. A text query
-// under MrSw takes each word's best region without the matrix (the same
-// sums as pool's).
+// vectors' centroids times their cosines, pooled as s says. (A text query
+// under MrSw goes through interact instead.)
 func (sc *interactScratch) rate(v *resView, t []float32, nq, i int, s model.Scoring, queryIsText bool) float32 {
 	x0, x1 := v.offsets[i], v.offsets[i+1]
-	if s == model.MrSw && queryIsText && x1 > x0 {
-		sc.best = grow(sc.best, nq)
-		best := sc.best
-		for qi := range best {
-			best[qi] = float32(math.Inf(-1))
-		}
-		for x := x0; x < x1; x++ {
-			a := alphaValue(v.alphas[x])
-			for qi, ct := range t[int(v.cellOf[x])*nq : int(v.cellOf[x]+1)*nq] {
-				if val := a * ct; val > best[qi] {
-					best[qi] = val
-				}
-			}
-		}
-		var sum float32
-		for _, b := range best {
-			sum += b
-		}
-		return sum
-	}
 	sc.sims = grow(sc.sims, (x1-x0)*nq)
 	for x := x0; x < x1; x++ {
 		a := alphaValue(v.alphas[x])
@@ -900,6 +979,15 @@ func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s 
 		var sc resScratch
 		return func(lo, hi int) {
 			for i := lo; i < hi; i++ {
+				// The codes of the candidate scored two later, and the
+				// offsets (where its codes lie) of the one four later.
+				if j := i + 2; j < hi {
+					cands[j].fetchCodes(coarse)
+				}
+				if j := i + 4; j < hi {
+					o := cands[j].seg.res.offsets
+					prefetch(unsafe.Pointer(&o[cands[j].row]), 16)
+				}
 				c := cands[i]
 				v := c.seg.res
 				if coarse {
@@ -910,6 +998,18 @@ func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s 
 		}
 	})
 	return out, err
+}
+
+// fetchCodes asks for the candidate's coarse or residual codes (the
+// fast-scan blocks that hold its vectors) to be brought into the caches.
+func (c candidate) fetchCodes(coarse bool) {
+	v := c.seg.res
+	if coarse {
+		v = v.coarse
+	}
+	bs := 16 * v.cb.m
+	b0, b1 := v.offsets[c.row]/pqBlock, pqBlocks(v.offsets[c.row+1])
+	prefetch(unsafe.Pointer(unsafe.SliceData(v.codes[b0*bs:])), (b1-b0)*bs)
 }
 
 // allCoarse reports whether every segment of segs has coarse codes.
@@ -932,7 +1032,7 @@ func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, rq 
 	if err != nil {
 		return nil, err
 	}
-	if reads := coarseReads(o.rerank(false)); len(cands) > reads && allCoarse(segs) {
+	if reads := coarseReads(o.rerank(false), segs); reads > 0 && len(cands) > reads {
 		scores, err := scoreResCandidates(ctx, cands, rq, s, queryIsText, true)
 		if err != nil {
 			return nil, err
@@ -1034,6 +1134,9 @@ func (s *segment) residentBytes() int64 {
 
 // resident reports whether Preload reads section name of s.
 func (s *segment) resident(name string) bool {
+	if name == secIVFCentroids && s.sharedCentroids {
+		return false
+	}
 	if s.res != nil {
 		switch name {
 		case secOffsets, secCells, secAlphas, secIVFOffsets, secIVFItems, secIVFCentroids, secResCodebook, secResDirs, secResDirOf, secCoarseCodebook, secCoarseCodes:

@@ -204,6 +204,10 @@ func TestCompressedSearch(t *testing.T) {
 	if comp.images[0].res.id != comp.images[3].res.id || comp.images[0].res.cbID != comp.images[3].res.cbID {
 		t.Fatal("the segments of one build must share the quantizer and the residual codebook")
 	}
+	// Each segment holds the build's quantizer; a search keeps one copy.
+	if !comp.images[0].resident(secIVFCentroids) || comp.images[3].resident(secIVFCentroids) {
+		t.Fatal("want the first segment's inverted-file centroids kept in memory and not the later ones' (the same quantizer)")
+	}
 	fb, cbytes := dirSize(t, filepath.Dir(full.images[0].path)), dirSize(t, cdir)
 	t.Logf("index bytes: float32 %d, compressed %d (%.3f)", fb, cbytes, float64(cbytes)/float64(fb))
 	if cbytes*3 > fb {
@@ -663,36 +667,78 @@ func TestCoarseFromResidualCodes(t *testing.T) {
 	objects := randomObjects(rng, 64, d)
 	e, _ := clusteredItems(rng, 300, 12, d, objects)
 	qz, vecs, cellOf := filed(e)
-	rcb := trainResidual("images", vecs, d, cellOf, qz, 2, CoderPQ)
-	cc := trainCoarse("images", vecs, d, cellOf, qz, 2, rcb)
-	if cc.table == nil || cc.k != 4 || cc.cb.m != 32 {
-		t.Fatalf("coarse coder at d = 256: table %v, %d residual subspaces a coarse one, %d subspaces; want a table, 4 and 32", cc.table != nil, cc.k, cc.cb.m)
-	}
-	codes, _ := rcb.encodeResiduals(vecs, cellOf, qz.centroids)
-	looked := cc.encode(vecs, cellOf, qz.centroids, codes, rcb.m)
-	searched, _ := cc.cb.encodeResiduals(vecs, cellOf, qz.centroids)
-	half := cc.cb.halfNorms()
-	n, w := len(cellOf), cc.cb.dsub
-	x := make([]float32, w)
-	agree := 0
-	for v := range n {
-		for s := range cc.cb.m {
-			for j := range 4 {
-				c := int(codeAt(codes, rcb.m, v, 4*s+j))
-				copy(x[2*j:2*j+2], rcb.centroids[((4*s+j)*pqCentroids+c)*2:])
+	// Residual subspaces of 2 elements: 4 a coarse one, looked up in a
+	// table; of 1 (as 4 at d = 1024): 8, summed from dot products.
+	for _, c := range []struct{ dsub, k int }{{2, 4}, {1, 8}} {
+		rcb := trainResidual("images", vecs, d, cellOf, qz, c.dsub, CoderPQ)
+		cc := trainCoarse("images", vecs, d, cellOf, qz, c.dsub, rcb)
+		if (cc.table != nil) != (c.k <= 4) || (cc.dots != nil) != (c.k > 4) || cc.k != c.k || cc.cb.m != 32 {
+			t.Fatalf("residual subspaces of %d: table %v, dots %v, %d residual subspaces a coarse one, %d subspaces; want %d and 32", c.dsub, cc.table != nil, cc.dots != nil, cc.k, cc.cb.m, c.k)
+		}
+		codes, _ := rcb.encodeResiduals(vecs, cellOf, qz.centroids)
+		looked := cc.encode(vecs, cellOf, qz.centroids, codes, rcb.m)
+		searched, _ := cc.cb.encodeResiduals(vecs, cellOf, qz.centroids)
+		half := cc.cb.halfNorms()
+		n, w := len(cellOf), cc.cb.dsub
+		x := make([]float32, w)
+		score := func(s, code int) float32 { // x.c - |c|^2/2
+			v := -half[s*pqCentroids+code]
+			for e, u := range x {
+				v += u * cc.cb.centroids[(s*pqCentroids+code)*w+e]
 			}
-			want := byte(nearestHalf(x, cc.cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], half[s*pqCentroids:(s+1)*pqCentroids]))
-			if got := codeAt(looked, cc.cb.m, v, s); got != want {
-				t.Fatalf("vector %d, coarse subspace %d: code %d looked up, %d nearest the decoded residual", v, s, got, want)
-			}
-			if codeAt(searched, cc.cb.m, v, s) == want {
-				agree++
+			return v
+		}
+		agree := 0
+		for v := range n {
+			for s := range cc.cb.m {
+				for j := range c.k {
+					code := int(codeAt(codes, rcb.m, v, c.k*s+j))
+					copy(x[c.dsub*j:c.dsub*(j+1)], rcb.centroids[((c.k*s+j)*pqCentroids+code)*c.dsub:])
+				}
+				want := byte(nearestHalf(x, cc.cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], half[s*pqCentroids:(s+1)*pqCentroids]))
+				// The sums of dot products may round a near-tie the other way.
+				if got := codeAt(looked, cc.cb.m, v, s); got != want && (cc.dots == nil || score(s, int(want))-score(s, int(got)) > 1e-5) {
+					t.Fatalf("residual subspaces of %d, vector %d, coarse subspace %d: code %d from the residual codes, %d nearest the decoded residual", c.dsub, v, s, got, want)
+				}
+				if codeAt(searched, cc.cb.m, v, s) == want {
+					agree++
+				}
 			}
 		}
+		share := float64(agree) / float64(n*cc.cb.m)
+		t.Logf("residual subspaces of %d: coarse codes from the residual codes and searched for agree on %.3f of subspaces", c.dsub, share)
+		if share < 0.6 {
+			t.Fatalf("residual subspaces of %d: coarse codes from the residual codes and searched for agree on %.3f of subspaces, want at least 0.6", c.dsub, share)
+		}
 	}
-	share := float64(agree) / float64(n*cc.cb.m)
-	t.Logf("coarse codes looked up and searched for agree on %.3f of subspaces", share)
-	if share < 0.6 {
-		t.Fatalf("coarse codes looked up and searched for agree on %.3f of subspaces, want at least 0.6", share)
+}
+
+// TestCoarseReads checks how many candidates read their residual codes
+// after the coarse codes: max(3 rerank, 300), twice that where the coarse
+// subspaces are 8 times as wide as the residual codes' (d = 1024), none
+// when a segment has no coarse codes.
+func TestCoarseReads(t *testing.T) {
+	seg := func(fine, coarse int) *segment {
+		v := &resView{cb: &pqCodebook{dsub: fine}}
+		if coarse > 0 {
+			v.coarse = &resView{cb: &pqCodebook{dsub: coarse}}
+		}
+		return &segment{res: v}
+	}
+	for _, c := range []struct {
+		name   string
+		segs   []*segment
+		rerank int
+		want   int
+	}{
+		{"d=256", []*segment{seg(2, 8), seg(2, 8)}, 100, 300},
+		{"d=256, rerank 200", []*segment{seg(2, 8)}, 200, 600},
+		{"d=1024", []*segment{seg(4, 32)}, 100, 600},
+		{"one segment coarser", []*segment{seg(2, 8), seg(4, 32)}, 100, 600},
+		{"a segment without coarse codes", []*segment{seg(2, 8), seg(2, 0)}, 100, 0},
+	} {
+		if got := coarseReads(c.rerank, c.segs); got != c.want {
+			t.Errorf("%s: %d reads, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -37,7 +37,8 @@ type SearchOptions struct {
 	// max(10 K, 300) on the product-quantised ones, whose scores are
 	// coarser); a negative value keeps the compressed scores. On an index
 	// stored compressed with coarse codes, only the best max(3 Rerank,
-	// 300) candidates on those have their residual codes read from disk.
+	// 300) candidates on those have their residual codes read from disk
+	// (twice as many at d = 1024, where the coarse codes are coarser).
 	Rerank int
 	// Candidates, when positive, prunes: only that many items are scored
 	// with the fine-grained alignment, those that the inverted file of

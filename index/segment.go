@@ -252,6 +252,30 @@ type segment struct {
 	ivf       *ivfView          // the inverted file of the vectors, or nil
 	pq        *pqView           // the product-quantised vectors; nil in a version 1 or 3 segment
 	res       *resView          // version 3 (residual.go): the compressed vectors; nil otherwise
+	// sharedCentroids: an earlier segment of the index holds the same
+	// inverted-file centroids (a build writes its quantizer into each of
+	// its segments), and searches read that one's; these are neither
+	// preloaded nor counted as kept in memory.
+	sharedCentroids bool
+}
+
+// markSharedCentroids sets sharedCentroids on every segment of segs whose
+// inverted file's quantizer an earlier one has.
+func markSharedCentroids(segs []*segment) {
+	seen := map[quantizerID]bool{}
+	for _, s := range segs {
+		var id quantizerID
+		switch {
+		case s.res != nil:
+			id = s.res.id
+		case s.ivf != nil:
+			id = s.ivf.id
+		default:
+			continue
+		}
+		s.sharedCentroids = seen[id]
+		seen[id] = true
+	}
 }
 
 // openSegment maps path and checks its structure and, unless skipCRC, the
@@ -517,8 +541,10 @@ func (s *segment) parse(skipCRC bool) error {
 // preload reads the sections a search keeps in memory (resident: in a
 // version 2 segment every section but the float32 vectors and global
 // vectors; in a compressed one only the offsets, cells, lists, centroids
-// and codebook, its codes being read per candidate) into the page cache,
-// one byte of each page, on every core. With checksums verified, Open has read them once already,
+// and codebooks and the coarse codes, its residual codes being read per
+// candidate; centroids an earlier segment shares, not at all) into the
+// page cache, one byte of each page, on every core. With checksums
+// verified, Open has read them once already,
 // but on an index larger than memory the float32 vectors read after them
 // may have pushed them out.
 func (s *segment) preload() {
