@@ -4,7 +4,8 @@ package index
 
 import "golang.org/x/sys/cpu"
 
-// hasDotsAsm reports whether dots12AVX2 can run here; hasFMAAsm whether
+// hasDotsAsm reports whether dots12AVX2 (and the compressed search's
+// kernels, reskernels_amd64.s) can run here; hasFMAAsm whether
 // dots12fAVX2 can; hasAVX512Asm whether dots4x12fAVX512 can.
 var (
 	hasDotsAsm   = cpu.X86.HasAVX2

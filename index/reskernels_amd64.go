@@ -9,9 +9,6 @@ import "unsafe"
 //go:noescape
 func interactAVX2(rows *int32, n int, offsets *int, cellOf *uint16, alphas *int8, t *float32, stride, nq int, alpha *float32, best *float32, out *float32)
 
-// hasInteractAsm reports whether interactAVX2 can run here.
-var hasInteractAsm = hasDotsAsm
-
 // interact sets out[k] to the centroid interaction of item rows[k] of v
 // with a text query of nq vectors under MrSw (interactGo), where p holds
 // the query's table with rows padded to a multiple of 8: with AVX2 where
@@ -20,7 +17,7 @@ func interact(v *resView, p *paddedTable, nq int, rows []int32, best []float32, 
 	if len(rows) == 0 {
 		return
 	}
-	if !hasInteractAsm || nq == 0 {
+	if !hasDotsAsm || nq == 0 {
 		interactGo(v, p, nq, rows, out)
 		return
 	}
@@ -55,7 +52,7 @@ func exactAddAVX2(codes *byte, m int, tab *float32, stride int, acc *float32)
 // exactAdd adds to acc the rows of tab at a vector's codes (see
 // exactAddGo), with AVX2 where the machine has it.
 func exactAdd(codes []byte, tab []float32, stride int, acc []float32) {
-	if !hasInteractAsm || len(codes) == 0 {
+	if !hasDotsAsm || len(codes) == 0 {
 		exactAddGo(codes, tab, stride, acc)
 		return
 	}
@@ -73,7 +70,7 @@ func scoreTextAVX2(sims *float32, nq int, sums *uint16, pairStride, base int, of
 // centroid terms and fast-scan sums (see scoreTextGo), in assembly where
 // the machine has AVX2.
 func scoreText(sims []float32, nq int, sums []uint16, nb, base int, offsets []int, scale, bias, out []float32) {
-	if !hasInteractAsm || nq == 0 || len(out) == 0 {
+	if !hasDotsAsm || nq == 0 || len(out) == 0 {
 		scoreTextGo(sims, nq, sums, nb, base, offsets, scale, bias, out)
 		return
 	}

@@ -4,9 +4,6 @@ package index
 
 import "unsafe"
 
-// hasInteractAsm is false: no assembly kernel for this machine.
-const hasInteractAsm = false
-
 // interact sets out[k] to the centroid interaction of item rows[k] of v
 // with a text query of nq vectors under MrSw (see interactGo).
 func interact(v *resView, p *paddedTable, nq int, rows []int32, _ []float32, out []float32) {

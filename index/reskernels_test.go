@@ -52,7 +52,7 @@ func TestInteract(t *testing.T) {
 		interactGo(v, p, nq, rows, goGot)
 		for k := range rows {
 			if math.Float32bits(got[k]) != math.Float32bits(want[k]) || math.Float32bits(goGot[k]) != math.Float32bits(want[k]) {
-				t.Fatalf("nq %d, item %d: interact %v (kernel %v), interactGo %v, pooled %v", nq, rows[k], got[k], hasInteractAsm, goGot[k], want[k])
+				t.Fatalf("nq %d, item %d: interact %v (kernel %v), interactGo %v, pooled %v", nq, rows[k], got[k], hasDotsAsm, goGot[k], want[k])
 			}
 		}
 	}
