@@ -91,6 +91,9 @@ type FeatureMap struct {
 type Output struct {
 	Detections []Detection  // best first
 	Maps       []FeatureMap // as listed in Maps (or selected by RunOptions.Maps), finest first
+	// Taps are the activations of the nodes named by WithTaps, in order,
+	// each with Name the node's name.
+	Taps []FeatureMap
 
 	g *graph // the maps' memory returns to it on Release
 }
@@ -107,6 +110,10 @@ func (o *Output) Release() {
 		o.g.recycle(o.Maps[i].Data)
 		o.Maps[i].Data = nil
 	}
+	for i := range o.Taps {
+		o.g.recycle(o.Taps[i].Data)
+		o.Taps[i].Data = nil
+	}
 	o.g = nil
 }
 
@@ -122,7 +129,9 @@ type RunOptions struct {
 // by several goroutines: the weights are only read, and each call of Run
 // or Heatmap works in buffers of its own.
 type Detector struct {
-	g *graph
+	g    *graph
+	m    *tfjs.Model // the graph, for Net and WithTaps
+	taps []string    // extra nodes Run returns (WithTaps)
 }
 
 // Load reads centernet.json and centernet.bin from dir and binds the network.
@@ -144,11 +153,12 @@ func Load(dir string) (*Detector, error) {
 	return newDetector(m, path)
 }
 
-func newDetector(m *tfjs.Model, path string) (*Detector, error) {
+func newDetector(m *tfjs.Model, path string, taps ...string) (*Detector, error) {
 	outputs := []string{nodeKeypoints, nodeWH}
 	for _, s := range Maps {
 		outputs = append(outputs, s.Node)
 	}
+	outputs = append(outputs, taps...)
 	if name := placeholderName(m); name != nodeInput {
 		return nil, fmt.Errorf("detect: %s: the graph's input is %q, want %q: not the CenterNet model", path, name, nodeInput)
 	}
@@ -174,7 +184,25 @@ func newDetector(m *tfjs.Model, path string) (*Detector, error) {
 			return nil, err
 		}
 	}
-	return &Detector{g: g}, nil
+	for _, t := range taps {
+		if s := g.shapes[g.outputs[t]]; len(s) != 4 || s[1] < 1 || InputSize%s[1] != 0 || s[1] != s[2] {
+			return nil, fmt.Errorf("detect: %s: node %q has shape %v; a tap must be a square NHWC map", path, t, s)
+		}
+	}
+	return &Detector{g: g, m: m, taps: slices.Clone(taps)}, nil
+}
+
+// WithTaps returns a detector that also returns the activations of the
+// named graph nodes (Output.Taps, in this order), for example the input
+// of a Net to cache once per image. It shares the weights; the network is
+// compiled anew, so call it once, not per image.
+func (d *Detector) WithTaps(nodes ...string) (*Detector, error) {
+	for _, n := range nodes {
+		if !slices.ContainsFunc(d.m.Nodes, func(g tfjs.Node) bool { return g.Name == n }) {
+			return nil, fmt.Errorf("detect: no graph node named %q", n)
+		}
+	}
+	return newDetector(d.m, "the loaded model", append(slices.Clone(d.taps), nodes...)...)
 }
 
 // MapInfo describes the feature maps Run returns (with RunOptions.Maps
@@ -214,7 +242,7 @@ func (d *Detector) Run(ctx context.Context, rgb []float32, opt RunOptions) (*Out
 		}
 	}
 	vals, err := d.g.run(ctx, rgb, func(n string) bool {
-		return n == nodeKeypoints || n == nodeWH || wantMap[n]
+		return n == nodeKeypoints || n == nodeWH || wantMap[n] || slices.Contains(d.taps, n)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("detect: %w", err)
@@ -240,6 +268,17 @@ func (d *Detector) Run(ctx context.Context, rgb []float32, opt RunOptions) (*Out
 			n := InputSize / s.Stride
 			out.Maps = append(out.Maps, FeatureMap{Name: s.Name, H: n, W: n, C: s.C, Stride: s.Stride, Data: data})
 		}
+	}
+	for _, t := range d.taps {
+		s := d.g.shapes[d.g.outputs[t]]
+		data, ok := vals[t]
+		if !ok {
+			return nil, fmt.Errorf("detect: tap %q was not computed", t)
+		}
+		if wantMap[t] { // also a map: the two must not share a buffer
+			data = slices.Clone(data)
+		}
+		out.Taps = append(out.Taps, FeatureMap{Name: t, H: s[1], W: s[2], C: s[3], Stride: InputSize / s[1], Data: data})
 	}
 	return out, nil
 }

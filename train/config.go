@@ -75,7 +75,10 @@ type TrainingConfig struct {
 	// uses 0.5).
 	Beta1 float64 `yaml:"beta1,omitempty"`
 	// BERTLR is the learning rate of the BERT parameters (0: same as LR).
-	BERTLR       float64 `yaml:"bert-lr"`
+	BERTLR float64 `yaml:"bert-lr"`
+	// VisionLR is the learning rate of an image network trained with the
+	// model, the parameters named with VisionPrefix (0: same as LR).
+	VisionLR     float64 `yaml:"vision-lr,omitempty"`
 	GradClip     float64 `yaml:"grad-clip"`
 	MaxViolation bool    `yaml:"max-violation"`
 	// MaxViolationAfter trains with the sum over negatives for this many
@@ -250,6 +253,7 @@ func (c Config) Validate() error {
 	}
 	interval("training.lr", t.LR, 0, 10, true, false)
 	interval("training.bert-lr", t.BERTLR, 0, 10, false, false)
+	interval("training.vision-lr", t.VisionLR, 0, 10, false, false)
 	if t.Beta1 != 0 {
 		interval("training.beta1", t.Beta1, 0, 1, true, true)
 	}

@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,9 +20,14 @@ type Batch struct {
 	Texts  model.Texts
 }
 
+// VisionPrefix starts the names of the parameters of an image network
+// that a model trains (a part of the detector): Stepper gives them a group
+// of their own, at training.vision-lr.
+const VisionPrefix = "vision."
+
 // Stepper takes optimisation steps of a model: the objective of the
-// training config, Adam with a BERT group and the configured schedule,
-// gradient clipping. Run drives one; so does the train-step benchmark.
+// training config, Adam with a BERT group (and a vision group, see
+// VisionPrefix) and the configured schedule, gradient clipping. Run drives one; so does the train-step benchmark.
 type Stepper struct {
 	m      model.Model
 	obj    *objective
@@ -36,7 +42,7 @@ type Stepper struct {
 // schedule's epochs into iterations.
 func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, error) {
 	s := &Stepper{m: m, obj: newObjective(tc, m), tp: tensor.NewTape(), tc: tc}
-	var bert, rest []optim.NamedParam
+	var bert, vision, rest []optim.NamedParam
 	var names []string // of s.params
 	for _, p := range append(m.Params(), s.obj.Params()...) {
 		if !p.T.RequiresGrad() {
@@ -45,19 +51,27 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 		s.params = append(s.params, p.T)
 		names = append(names, p.Name)
 		np := optim.NamedParam{Name: p.Name, T: p.T}
-		if model.IsBERTParam(p.Name) {
+		switch {
+		case model.IsBERTParam(p.Name):
 			bert = append(bert, np)
-		} else {
+		case strings.HasPrefix(p.Name, VisionPrefix):
+			vision = append(vision, np)
+		default:
 			rest = append(rest, np)
 		}
 	}
-	bertLR := tc.BERTLR
-	if bertLR == 0 {
-		bertLR = tc.LR
+	lrOr := func(lr float64) float64 {
+		if lr == 0 {
+			return tc.LR
+		}
+		return lr
 	}
 	groups := []optim.Group{{Name: "model", Params: optim.Tensors(rest), LR: tc.LR}}
 	if len(bert) > 0 {
-		groups = append(groups, optim.Group{Name: "bert", Params: optim.Tensors(bert), LR: bertLR})
+		groups = append(groups, optim.Group{Name: "bert", Params: optim.Tensors(bert), LR: lrOr(tc.BERTLR)})
+	}
+	if len(vision) > 0 {
+		groups = append(groups, optim.Group{Name: "vision", Params: optim.Tensors(vision), LR: lrOr(tc.VisionLR)})
 	}
 	var sched optim.Product
 	if tc.Scheduler == "steplr" && tc.StepSize > 0 {
@@ -75,7 +89,7 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 	if err != nil {
 		return nil, err
 	}
-	if err := opt.SetNames(append(rest, bert...)); err != nil {
+	if err := opt.SetNames(slices.Concat(rest, bert, vision)); err != nil {
 		return nil, err
 	}
 	s.opt = opt
