@@ -37,11 +37,16 @@ var boundaries = []struct {
 	},
 	{
 		// The detector is a model of pixels, beside nn and data: it reads
-		// its weights with tfjs and multiplies with blas, nothing of the
-		// image-text side; and nothing below the commands' extraction
-		// imports it back.
+		// its weights with tfjs and multiplies with blas, and its upper
+		// part runs on tensor's tape to be fine-tuned (detect.Net);
+		// nothing of the image-text side; and nothing below the commands'
+		// extraction imports it back.
 		pkgs:      []string{"detect", "tfjs"},
-		forbidden: []string{"model", "train", "data", "eval", "index", "server", "synth", "viz", "checkpoint", "extract", "tensor", "nn"},
+		forbidden: []string{"model", "train", "data", "eval", "index", "server", "synth", "viz", "checkpoint", "extract", "nn"},
+	},
+	{
+		pkgs:      []string{"tfjs"},
+		forbidden: []string{"tensor"},
 	},
 	{
 		pkgs:      []string{"tensor", "nn", "blas", "model", "data", "index", "server", "checkpoint", "tfjs", "npy", "torchfile"},

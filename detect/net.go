@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/xmr-project/xmr/nn"
 	"github.com/xmr-project/xmr/tensor"
 	"github.com/xmr-project/xmr/tfjs"
 )
@@ -26,8 +25,15 @@ type Net struct {
 	steps     []netStep
 	nvals     int
 	outSlots  []int
-	params    []nn.Named
+	params    []Param
 	paramSlot map[string]*tensor.Tensor
+}
+
+// Param is one trainable tensor of a Net, named by the graph's constant
+// it was initialised from.
+type Param struct {
+	Name string
+	T    *tensor.Tensor
 }
 
 // netStep computes value slot out from the slots ins.
@@ -182,7 +188,7 @@ func newNet(m *tfjs.Model, g *graph, in string, outs ...string) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(n.params, func(a, b nn.Named) int {
+	slices.SortFunc(n.params, func(a, b Param) int {
 		switch {
 		case a.Name < b.Name:
 			return -1
@@ -215,7 +221,7 @@ func (n *Net) compileStep(node *gnode, ins []int, inNames []string, consts map[i
 		}
 		p := tensor.Param(slices.Clone(c.Data), c.Shape...)
 		n.paramSlot[name] = p
-		n.params = append(n.params, nn.Named{Name: name, T: p})
+		n.params = append(n.params, Param{Name: name, T: p})
 		return p, nil
 	}
 	switch node.Op {
@@ -376,7 +382,7 @@ func (n *Net) OutShape(i int) []int { return slices.Clone(n.outShapes[i]) }
 
 // Params returns the trainable tensors, named by the graph's constants,
 // sorted by name.
-func (n *Net) Params() []nn.Named { return slices.Clone(n.params) }
+func (n *Net) Params() []Param { return slices.Clone(n.params) }
 
 // Forward runs the part on x, (N, H, W, C) as InShape, recording on tp (nil:
 // no gradients), and returns its outputs, each (N, H', W', C') as OutShape.
