@@ -223,6 +223,9 @@ func LoadBottomUp(ctx context.Context, dir, karpathyJSON, split string, opt *Bot
 			return nil, fmt.Errorf("%s: %d features per region, but %s has %d",
 				filepath.Join(dir, buAttDir, ids[i]+".npz"), dims[i], filepath.Join(dir, buAttDir, ids[0]+".npz"), D)
 		}
+		if rows[i] == 0 {
+			return nil, fmt.Errorf("read %s: image %s has 0 regions: %w", filepath.Join(dir, buAttDir, ids[i]+".npz"), ids[i], ErrNoRegions)
+		}
 		R = max(R, rows[i])
 	}
 

@@ -3,10 +3,14 @@ package data
 import (
 	"bytes"
 	"io"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sbinet/npyio/npz"
+
+	"github.com/xmr-project/xmr/text"
 )
 
 // The fuzz targets feed arbitrary bytes to every parser: each must return
@@ -77,19 +81,50 @@ func FuzzKarpathy(f *testing.F) {
 	f.Add(karpathyJSON("flickr30k", []string{"train", "val", "test"}, []int{5, 5, 4}))
 	f.Add([]byte(`{"images": [{"split": "test", "cocoid": 1, "sentences": [{"raw": "a\nb"}]}], "x": [[{}]]}`))
 	f.Add([]byte(`{"images": [`))
+	// Paths out of the image root, split names that are not Karpathy's,
+	// a file name that gives an empty id, invisible captions.
+	f.Add([]byte(`{"dataset": "coco", "images": [{"split": "test", "filepath": "../../../../etc", "filename": "passwd", "cocoid": 1, "sentences": [{"raw": "a"}]},` +
+		`{"split": "test", "filepath": "val2014", "filename": "/etc/passwd", "cocoid": 2, "sentences": [{"raw": "b"}]}]}`))
+	f.Add([]byte(`{"images": [{"split": "TRAIN", "filename": "a.jpg"}, {"split": "train ", "filename": ".jpg"}, {"split": "restval", "filename": "a\nb.jpg"}]}`))
+	f.Add([]byte(`{"images": [{"split": "test", "filename": ".jpg", "sentences": [{"raw": "\ufeff"}, {"raw": "\u200b\u200b"}, {"raw": "\u0001"}]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k, err := ReadKarpathy(bytes.NewReader(b), "k.json")
 		if err != nil {
+			if !strings.Contains(err.Error(), "k.json") {
+				t.Fatalf("error %q does not name the file", err)
+			}
 			return
+		}
+		for i, im := range k.Images {
+			if !slices.Contains(KarpathySplitNames, im.Split) {
+				t.Fatalf("image %d: split %q accepted", i, im.Split)
+			}
+			for _, p := range []string{im.Filepath, im.Filename} {
+				if filepath.IsAbs(p) || slices.Contains(strings.Split(filepath.ToSlash(p), "/"), "..") {
+					t.Fatalf("image %d: path %q accepted", i, p)
+				}
+			}
 		}
 		for _, split := range []string{"train", "dev", "test", "testall", "restval"} {
 			idx, err := k.SplitIndices(split)
 			if err != nil {
 				t.Fatal(err)
 			}
-			k.Captions(idx, 5)
+			if caps, err := k.Captions(idx, 5); err == nil {
+				for j, c := range caps {
+					if text.Blank(c) {
+						t.Fatalf("split %s: caption %d %q is blank", split, j, c)
+					}
+				}
+			}
 			for _, sc := range []IDScheme{IDAuto, IDCocoID, IDImgID, IDFilename} {
-				k.IDs(idx, sc)
+				if ids, err := k.IDs(idx, sc); err == nil {
+					for _, id := range ids {
+						if CheckImageID(id) != nil {
+							t.Fatalf("split %s: id %q accepted", split, id)
+						}
+					}
+				}
 			}
 		}
 	})
@@ -127,7 +162,7 @@ func FuzzReadGrounding(f *testing.F) {
 // FuzzReadCaptions: any bytes fail cleanly, naming the file, or give
 // captions none of which is blank or holds a line break.
 func FuzzReadCaptions(f *testing.F) {
-	for _, s := range []string{"a red circle\nTwo squares.\n", "a\r\nb", "\xef\xbb\xbfa\n", "a\n\nb\n", " \n", "", "\n"} {
+	for _, s := range []string{"a red circle\nTwo squares.\n", "a\r\nb", "\xef\xbb\xbfa\n", "a\n\nb\n", " \n", "", "\n", "a\n\u200b\n", "\xef\xbb\xbf\xef\xbb\xbf\n", "a\n\x01\x7f\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -139,7 +174,7 @@ func FuzzReadCaptions(f *testing.F) {
 			return
 		}
 		for i, c := range caps {
-			if strings.TrimSpace(c) == "" || strings.ContainsRune(c, '\n') {
+			if text.Blank(c) || strings.ContainsRune(c, '\n') {
 				t.Fatalf("caption %d = %q", i, c)
 			}
 		}

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/xmr-project/xmr/internal/infile"
 )
@@ -101,7 +104,11 @@ func ReadKarpathy(r io.Reader, name string) (*Karpathy, error) {
 				if err := dec.Decode(&im); err != nil {
 					return nil, fail(fmt.Sprintf("images[%d]", i), err)
 				}
-				k.Images = append(k.Images, im.image(i))
+				img, err := im.image(i)
+				if err != nil {
+					return nil, fmt.Errorf("read %s: images[%d] (near byte %d): %w", name, i, dec.InputOffset(), err)
+				}
+				k.Images = append(k.Images, img)
 			}
 			if err := expectDelim(dec, ']'); err != nil {
 				return nil, fail("images", err)
@@ -157,7 +164,26 @@ func expectDelim(dec *json.Decoder, d json.Delim) error {
 	return nil
 }
 
-func (im *kImageJSON) image(i int) KarpathyImage {
+// KarpathySplitNames are the values of a Karpathy image's "split" field:
+// the only ones a Karpathy split file holds ("restval", the rest of
+// COCO's val2014, only in dataset_coco.json).
+var KarpathySplitNames = []string{"train", "val", "test", "restval"}
+
+// image checks the decoded entry i and returns it. Its split must be one of
+// KarpathySplitNames, exactly (an image of split "TRAIN" or "train " would
+// be in no split, left out without a word); its filepath and filename must
+// be relative paths that stay below the image root (no "..", not absolute)
+// and hold no control character.
+func (im *kImageJSON) image(i int) (KarpathyImage, error) {
+	if !slices.Contains(KarpathySplitNames, im.Split) {
+		return KarpathyImage{}, fmt.Errorf("%s: split %q: want one of %s (Karpathy's names, in lower case)",
+			quoteName(im.Filename), im.Split, strings.Join(KarpathySplitNames, ", "))
+	}
+	for _, f := range []struct{ field, v string }{{"filepath", im.Filepath}, {"filename", im.Filename}} {
+		if err := checkRelPath(f.v); err != nil {
+			return KarpathyImage{}, fmt.Errorf("%s %q %w", f.field, f.v, err)
+		}
+	}
 	out := KarpathyImage{Split: im.Split, Filepath: im.Filepath, Filename: im.Filename, ImgID: int64(i)}
 	if im.ImgID != nil {
 		out.ImgID = *im.ImgID
@@ -169,7 +195,39 @@ func (im *kImageJSON) image(i int) KarpathyImage {
 	for j, s := range im.Sentences {
 		out.Sentences[j] = KarpathySentence(s)
 	}
-	return out
+	return out, nil
+}
+
+// checkRelPath says what is wrong with p as a Karpathy file's filepath or
+// filename: a path below the image root, with forward slashes. An absolute
+// path, a ".." element or a control character (a line break) is refused:
+// photos are read from the image root only.
+func checkRelPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if path.IsAbs(p) || filepath.IsAbs(p) {
+		return errors.New("is an absolute path: want a path relative to the image root")
+	}
+	for _, e := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if e == ".." {
+			return errors.New(`has a ".." element: want a path that stays inside the image root`)
+		}
+	}
+	for j, r := range p {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("holds the control character %U at byte %d: want a file name", r, j)
+		}
+	}
+	return nil
+}
+
+// quoteName names an image by its file name in errors, or says it has none.
+func quoteName(filename string) string {
+	if filename == "" {
+		return "(no filename)"
+	}
+	return strconv.Quote(filename)
 }
 
 // IsCOCO reports whether k describes MS-COCO (its dataset field says so,
@@ -297,7 +355,11 @@ func (k *Karpathy) ID(i int, scheme IDScheme) (string, error) {
 		if im.Filename == "" {
 			return "", fmt.Errorf("image %d has no filename", i)
 		}
-		return strings.TrimSuffix(im.Filename, path.Ext(im.Filename)), nil
+		id := strings.TrimSuffix(im.Filename, path.Ext(im.Filename))
+		if err := CheckImageID(id); err != nil {
+			return "", fmt.Errorf("image %d: filename %q gives the id %q (the file name without its extension), which %w; rename the file, or name the images by cocoid or imgid", i, im.Filename, id, err)
+		}
+		return id, nil
 	}
 	return strconv.FormatInt(im.ImgID, 10), nil
 }
@@ -332,8 +394,12 @@ func (k *Karpathy) Captions(idx []int, perImage int) ([]string, error) {
 		if len(im.Sentences) < perImage {
 			return nil, fmt.Errorf("image %d (%s) has %d sentences, need %d", i, im.Filename, len(im.Sentences), perImage)
 		}
-		for _, s := range im.Sentences[:perImage] {
-			out = append(out, flattenBreaks(s.Raw))
+		for j, s := range im.Sentences[:perImage] {
+			c := flattenBreaks(s.Raw)
+			if err := CheckCaption(c); err != nil {
+				return nil, fmt.Errorf("image %d (%s): sentence %d (raw %q) %w", i, im.Filename, j, s.Raw, err)
+			}
+			out = append(out, c)
 		}
 	}
 	return out, nil

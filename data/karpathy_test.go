@@ -100,6 +100,42 @@ func TestKarpathyIDsAndCaptions(t *testing.T) {
 	}
 }
 
+// TestKarpathyBadIDsAndCaptions: an id no API can name and a caption
+// with nothing to read are refused, naming the image.
+func TestKarpathyBadIDsAndCaptions(t *testing.T) {
+	sents := func(raw ...string) []KarpathySentence {
+		var s []KarpathySentence
+		for _, r := range raw {
+			s = append(s, KarpathySentence{Raw: r})
+		}
+		return s
+	}
+	k := &Karpathy{Images: []KarpathyImage{
+		{Filename: "ok.jpg", Sentences: sents("a", "b")},
+		{Filename: ".jpg", Sentences: sents("a", "\u200b\u200b")},
+		{Filename: " x.jpg", Sentences: sents("\ufeff", "b")},
+		{Filename: "y.jpg", Sentences: sents("a", "\x01\x02 \u2060")},
+	}}
+	tests := []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"empty id", func() error { _, err := k.IDs([]int{0, 1}, IDFilename); return err },
+			`image 1: filename ".jpg" gives the id "" (the file name without its extension), which is empty`},
+		{"spaced id", func() error { _, err := k.ID(2, IDFilename); return err }, `gives the id " x" (the file name without its extension), which starts or ends with white space`},
+		{"zero-width caption", func() error { _, err := k.Captions([]int{0, 1}, 2); return err }, `image 1 (.jpg): sentence 1 (raw "\u200b\u200b") is blank`},
+		{"BOM caption", func() error { _, err := k.Captions([]int{2}, 2); return err }, `image 2 ( x.jpg): sentence 0 (raw "\ufeff") is blank`},
+		{"control caption", func() error { _, err := k.Captions([]int{3}, 2); return err }, `image 3 (y.jpg): sentence 1`},
+	}
+	for _, tt := range tests {
+		wantErr(t, tt.err(), tt.want)
+	}
+	if id, err := k.ID(1, IDImgID); err != nil || id != "0" {
+		t.Errorf("imgid of .jpg: %q, %v", id, err)
+	}
+}
+
 func TestKarpathyCaptionBreaks(t *testing.T) {
 	k := &Karpathy{Images: []KarpathyImage{{Sentences: []KarpathySentence{{Raw: "a\nb"}, {Raw: "c\r\nd"}}}}}
 	caps, err := k.Captions([]int{0}, 2)
@@ -123,6 +159,22 @@ func TestReadKarpathyErrors(t *testing.T) {
 		{"trailing", `{"images": []`, []string{"top level"}},
 		{"twice", `{"images": [], "images": []}`, []string{"second images array"}},
 		{"float id", `{"images": [{"imgid": 1.5}]}`, []string{"images[0]"}},
+		// A split name other than Karpathy's own would put the image in no
+		// split: it was left out without a word.
+		{"split upper case", `{"images": [{"split": "train"}, {"split": "TRAIN", "filename": "a.jpg"}]}`,
+			[]string{"k.json: images[1]", `"a.jpg": split "TRAIN": want one of train, val, test, restval`}},
+		{"split with a space", `{"images": [{"split": "train ", "filename": "a.jpg"}]}`, []string{"images[0]", `split "train "`}},
+		{"split dev", `{"images": [{"split": "dev"}]}`, []string{"images[0]", `(no filename): split "dev"`}},
+		{"no split", `{"images": [{"filename": "a.jpg"}]}`, []string{"images[0]", `split ""`}},
+		// Photos are read from the image root only.
+		{"filepath up", `{"images": [{"split": "test", "filepath": "../../etc", "filename": "passwd"}]}`,
+			[]string{"images[0]", `filepath "../../etc" has a ".." element`}},
+		{"filename up", `{"images": [{"split": "test", "filepath": "val2014", "filename": "../../../etc/passwd"}]}`,
+			[]string{"images[0]", `filename "../../../etc/passwd" has a ".." element`}},
+		{"filename absolute", `{"images": [{"split": "test", "filename": "/etc/passwd"}]}`, []string{"images[0]", `filename "/etc/passwd" is an absolute path`}},
+		{"filepath absolute", `{"images": [{"split": "test", "filepath": "/etc", "filename": "passwd"}]}`, []string{"images[0]", `filepath "/etc" is an absolute path`}},
+		{"filename with a line break", `{"images": [{"split": "test", "filename": "a\nb.jpg"}]}`,
+			[]string{"images[0]", `filename "a\nb.jpg" holds the control character U+000A`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/npy"
+	"github.com/xmr-project/xmr/text"
 )
 
 // PrecompOptions tunes LoadPrecomp. The zero value (and nil) gives the
@@ -293,10 +294,19 @@ func loadPrecompCounts(s *Split, path string, pick pickFunc) error {
 		if c < 0 || c > g.R {
 			return fmt.Errorf("read %s: image %d has %d valid regions, outside [0,%d]", path, i, c, g.R)
 		}
+		if c == 0 {
+			return fmt.Errorf("read %s: image %d (id %s) has 0 regions: %w", path, i, s.ID(i), ErrNoRegions)
+		}
 		g.Count[i] = c
 	}
 	return nil
 }
+
+// ErrNoRegions is wrapped by the errors about an image with no region: it
+// has no vector to score, so it would score 0 against every caption, above
+// every image of a model whose scores are mostly negative, and it cannot
+// be trained on either.
+var ErrNoRegions = errors.New("an image without regions has no vector to search or train on: leave it out of the split, or extract its features again")
 
 func loadPrecompSizes(s *Split, path string, pick pickFunc) error {
 	if ok, err := exists(path); !ok {
@@ -393,10 +403,11 @@ func readCaptionFile(path string) ([]string, error) {
 }
 
 // ReadCaptions reads a caption file, one caption per line, as readLines
-// splits it; name names it in errors. A blank line (empty or only
-// whitespace) is an error naming the line: it is a caption lost in
-// preparing the file, and it would shift every later caption to the wrong
-// image.
+// splits it; name names it in errors. A blank line (empty, or only
+// white space, control or invisible characters: text.Blank) is an error
+// naming the line: it is a caption lost in preparing the file, it would
+// shift every later caption to the wrong image, and a caption with no word
+// has no vectors, so it would score 0 against every image.
 func ReadCaptions(r io.Reader, name string) ([]string, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {
@@ -405,7 +416,7 @@ func ReadCaptions(r io.Reader, name string) ([]string, error) {
 	lines := splitLines(b)
 	var blank []int
 	for i, l := range lines {
-		if strings.TrimSpace(l) == "" {
+		if text.Blank(l) {
 			blank = append(blank, i+1)
 		}
 	}
@@ -414,7 +425,7 @@ func ReadCaptions(r io.Reader, name string) ([]string, error) {
 		if len(blank) > 1 {
 			more = fmt.Sprintf(" (and %d more blank lines, the last at line %d)", len(blank)-1, blank[len(blank)-1])
 		}
-		return nil, fmt.Errorf("read %s: line %d: blank caption%s; every line must hold one caption", name, blank[0], more)
+		return nil, fmt.Errorf("read %s: line %d: blank caption%s; every line must hold one caption (a blank line holds nothing but spaces, control or invisible characters such as a byte order mark or zero-width spaces)", name, blank[0], more)
 	}
 	return lines, nil
 }
@@ -486,11 +497,15 @@ func WritePrecomp(ctx context.Context, dir string, s *Split) (err error) {
 	}
 	g := s.Images
 	base := filepath.Join(dir, s.Name)
-	if err := checkNoBreaks(base+precompCaps, "caption", s.Captions); err != nil {
-		return err
+	for i, c := range s.Captions {
+		if err := CheckCaption(c); err != nil {
+			return fmt.Errorf("write %s: caption %d (of image %s) %w", base+precompCaps, i, s.ID(i/max(s.CapsPerImage, 1)), err)
+		}
 	}
-	if err := checkNoBreaks(base+precompIDs, "image id", s.ImageIDs); err != nil {
-		return err
+	for i, id := range s.ImageIDs {
+		if err := CheckImageID(id); err != nil {
+			return fmt.Errorf("write %s: the id %q of image %d %w", base+precompIDs, id, i, err)
+		}
 	}
 
 	// stage writes one file under a temporary name; optional files s
@@ -586,16 +601,6 @@ func WritePrecomp(ctx context.Context, dir string, s *Split) (err error) {
 	for _, p := range stale {
 		if err := removeIfExists(p); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// checkNoBreaks refuses lines that would split in a line-per-record file.
-func checkNoBreaks(path, what string, lines []string) error {
-	for i, l := range lines {
-		if strings.ContainsAny(l, "\r\n") {
-			return fmt.Errorf("write %s: %s %d contains a line break", path, what, i)
 		}
 	}
 	return nil

@@ -287,6 +287,16 @@ func TestPrecompErrors(t *testing.T) {
 			[]string{"test_caps.txt: line 3: blank caption; every line must hold one caption"}},
 		{"blank captions", map[string][]byte{"test_caps.txt": []byte("a\n \t\r\nc\n\n\ne\n"), "test_ims.npy": feats(1, 1, 1, 0, -1)},
 			[]string{"test_caps.txt: line 2: blank caption (and 2 more blank lines, the last at line 5)"}},
+		// Invisible characters are blank too: the same rule as --text.
+		{"zero-width caption", map[string][]byte{"test_caps.txt": []byte("a\nb\n\u200b\u200b\nd\ne\n"), "test_ims.npy": feats(1, 1, 1, 0, -1)},
+			[]string{"test_caps.txt: line 3: blank caption"}},
+		{"BOM and controls caption", map[string][]byte{"test_caps.txt": []byte("a\nb\nc\n\ufeff\x01\x7f\u00a0\ne\n"), "test_ims.npy": feats(1, 1, 1, 0, -1)},
+			[]string{"test_caps.txt: line 4: blank caption"}},
+		// An image without regions has no vector: it would score 0 and
+		// top every search of a model whose scores are mostly negative.
+		{"nregions zero", map[string][]byte{"test_caps.txt": caps(10), "test_ims.npy": feats(2, 2, 1, 0, -1), "test_ids.txt": []byte("a\nb\n"),
+			"test_nregions.npy": npyRaw("<i4", false, []int{2}, []byte{2, 0, 0, 0, 0, 0, 0, 0})},
+			[]string{"test_nregions.npy: image 1 (id b) has 0 regions", "no vector to search"}},
 		// SCAN's one-row-per-caption layout with a zero dimension divided
 		// by zero; the image-per-row layout is refused the same way.
 		{"scan no regions", map[string][]byte{"test_caps.txt": caps(5), "test_ims.npy": npyOf([]int{5, 0, 4}, nil)},
@@ -356,7 +366,13 @@ func TestWritePrecompErrors(t *testing.T) {
 		edit  func(s *Split)
 		frags []string
 	}{
-		{"newline caption", func(s *Split) { s.Captions[3] = "two\nlines" }, []string{"caption 3 contains a line break"}},
+		{"newline caption", func(s *Split) { s.Captions[3] = "two\nlines" }, []string{"caption 3 (of image 1000) holds a line break"}},
+		// Captions and ids that LoadPrecomp would refuse, or read back as
+		// others, are refused before anything is written.
+		{"invisible caption", func(s *Split) { s.Captions[6] = "\ufeff\u200b\x01" }, []string{"x_caps.txt: caption 6 (of image 1001) is blank"}},
+		{"empty id", func(s *Split) { s.ImageIDs[1] = "" }, []string{"x_ids.txt: the id \"\" of image 1 is empty"}},
+		{"newline id", func(s *Split) { s.ImageIDs[1] = "a\nb" }, []string{`the id "a\nb" of image 1 holds the control character U+000A`}},
+		{"spaced id", func(s *Split) { s.ImageIDs[0] = "a " }, []string{`the id "a " of image 0 starts or ends with white space`}},
 		{"caption count", func(s *Split) { s.Captions = s.Captions[:4] }, []string{"2 images need 10 captions, have 4"}},
 		{"feature count", func(s *Split) { s.Images.Feat = s.Images.Feat[:3] }, []string{"3 features"}},
 		{"bad name", func(s *Split) { s.Name = "../x" }, []string{"bad split name"}},

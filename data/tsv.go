@@ -342,6 +342,9 @@ func CollectTSV(ctx context.Context, paths []string, ids []string, opt *TSVOptio
 				return nil
 			}
 			where := fmt.Sprintf("read %s: line %d (image %s)", p, rec.Line, rec.ImageID)
+			if rec.NumBoxes == 0 {
+				return fmt.Errorf("%s: num_boxes is 0: %w", where, ErrNoRegions)
+			}
 			if rec.NumBoxes > 0 {
 				if D == 0 {
 					D, dimFrom = rec.D, fmt.Sprintf("%s line %d", p, rec.Line)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/data"
@@ -59,36 +60,158 @@ func MirrorSplit(s SplitSpec) SplitSpec {
 	return out
 }
 
-// swapLeftRight swaps the words "left" and "right" (any case, keeping it)
-// in a caption.
+// sideSwap maps each word that names a side of the picture to the word of
+// the other side.
+var sideSwap = map[string]string{
+	"left": "right", "right": "left",
+	"leftmost": "rightmost", "rightmost": "leftmost",
+	"leftward": "rightward", "rightward": "leftward",
+	"leftwards": "rightwards", "rightwards": "leftwards",
+}
+
+// Hyphenated compounds that name a side: "left" or "right" before one of
+// sideHeads (left-hand, right-facing) or after one of sideModifiers
+// (top-left, lower-right). Other compounds do not (right-angled,
+// right-wing, far-left, right-of-way).
+var (
+	sideHeads     = []string{"hand", "handed", "side", "sided", "facing", "most", "ward", "wards"}
+	sideModifiers = []string{"top", "bottom", "upper", "lower", "front", "back", "rear", "centre", "center", "middle", "mid"}
+)
+
+// rightDirectly are the words before which "right" means "directly", not a
+// side: "right next to", "right behind", "right there".
+var rightDirectly = []string{"next", "behind", "beside", "above", "below", "under", "underneath", "beneath",
+	"against", "alongside", "near", "between", "outside", "inside", "there", "here", "now", "away"}
+
+// leftLeave are the words before which "left" is the past of "to leave":
+// "left behind", "left alone".
+var leftLeave = []string{"behind", "alone", "unattended", "untouched", "over"}
+
+// swapLeftRight returns caption c as it describes the picture mirrored
+// left to right: every word that names a side becomes the other side's,
+// in the same case (left/right, leftmost/rightmost, leftward(s)/
+// rightward(s), and the side in left-hand, right-handed, right-side,
+// left-facing, top-left, lower-right, ...). A word that does not name a
+// side stays: compounds such as right-angled, right-wing, far-left and
+// right-of-way; "right" meaning directly or correct (right next to, right
+// behind, right in front of, right on top, right in the middle, right
+// here, right now, all right, right side up, right angle); "left" meaning
+// gone away from (left behind, left alone, left unattended, left over).
+// Words are runs of letters, with hyphens between letters; leftover and
+// rightly are words of their own and stay.
 func swapLeftRight(c string) string {
-	var b strings.Builder
-	word := func(w string) string {
-		switch strings.ToLower(w) {
-		case "left":
-			return matchCase("right", w)
-		case "right":
-			return matchCase("left", w)
+	pieces := splitWords(c)
+	// next returns the lower-cased word k words after piece i, where only
+	// white space lies between; "" when there is none.
+	next := func(i, k int) string {
+		for j := i + 1; j < len(pieces); j++ {
+			if !pieces[j].word {
+				if strings.TrimSpace(pieces[j].text) != "" {
+					return ""
+				}
+				continue
+			}
+			if k--; k == 0 {
+				return strings.ToLower(pieces[j].text)
+			}
 		}
-		return w
+		return ""
 	}
-	start := -1
-	for i, r := range c + " " {
-		letter := unicode.IsLetter(r)
-		if letter && start < 0 {
-			start = i
-		}
-		if !letter {
-			if start >= 0 {
-				b.WriteString(word(c[start:i]))
-				start = -1
+	prev := func(i int) string {
+		for j := i - 1; j >= 0; j-- {
+			if !pieces[j].word {
+				if strings.TrimSpace(pieces[j].text) != "" {
+					return ""
+				}
+				continue
 			}
-			if i < len(c) {
-				b.WriteRune(r)
-			}
+			return strings.ToLower(pieces[j].text)
 		}
+		return ""
+	}
+	var b strings.Builder
+	for i, p := range pieces {
+		if !p.word {
+			b.WriteString(p.text)
+			continue
+		}
+		parts := strings.Split(p.text, "-")
+		low := strings.Split(strings.ToLower(p.text), "-")
+		switch n := len(parts); {
+		case n == 1 && namesSide(low[0], prev(i), next(i, 1), next(i, 2), next(i, 3)):
+			parts[0] = matchCase(sideSwap[low[0]], parts[0])
+		case n == 2 && (low[0] == "left" || low[0] == "right") && slices.Contains(sideHeads, low[1]):
+			// right-hand, left-facing; but not right-side-up, nor
+			// right-side up.
+			if !(low[1] == "side" && next(i, 1) == "up") {
+				parts[0] = matchCase(sideSwap[low[0]], parts[0])
+			}
+		case n == 2 && (low[1] == "left" || low[1] == "right") && slices.Contains(sideModifiers, low[0]):
+			parts[1] = matchCase(sideSwap[low[1]], parts[1])
+		}
+		b.WriteString(strings.Join(parts, "-"))
 	}
 	return b.String()
+}
+
+// namesSide reports whether the single word w (lower case), between the
+// words before and after1, after2, after3, names a side (see
+// swapLeftRight).
+func namesSide(w, before, after1, after2, after3 string) bool {
+	if _, ok := sideSwap[w]; !ok {
+		return false
+	}
+	switch w {
+	case "right":
+		switch {
+		case slices.Contains(rightDirectly, after1),
+			before == "all",
+			after1 == "side" && after2 == "up",
+			after1 == "angle" || after1 == "angles" || after1 == "angled",
+			after1 == "in" && after2 == "front",
+			after1 == "on" && after2 == "top",
+			after1 == "in" && after2 == "the" && (after3 == "middle" || after3 == "center" || after3 == "centre"):
+			return false
+		}
+	case "left":
+		if slices.Contains(leftLeave, after1) {
+			return false
+		}
+	}
+	return true
+}
+
+// wordPiece is a piece of a caption: a word (letters, with hyphens between
+// letters) or the text between two words.
+type wordPiece struct {
+	text string
+	word bool
+}
+
+// splitWords cuts c into words and the text between them.
+func splitWords(c string) []wordPiece {
+	var out []wordPiece
+	start, inWord := 0, false
+	for i := 0; i < len(c); {
+		r, n := utf8.DecodeRuneInString(c[i:])
+		letter := unicode.IsLetter(r)
+		if r == '-' && inWord {
+			// A hyphen between two letters joins a compound.
+			after, _ := utf8.DecodeRuneInString(c[i+n:])
+			letter = unicode.IsLetter(after)
+		}
+		if letter != inWord {
+			if i > start {
+				out = append(out, wordPiece{c[start:i], inWord})
+			}
+			start, inWord = i, letter
+		}
+		i += n
+	}
+	if len(c) > start {
+		out = append(out, wordPiece{c[start:], inWord})
+	}
+	return out
 }
 
 // matchCase writes w in the case of like: all capitals, a capital first,
@@ -226,13 +349,8 @@ func Build(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o 
 	if o.Shards < 0 || o.Shard < 0 || o.Shard >= o.shards() {
 		return nil, fmt.Errorf("extract: shard %d of %d", o.Shard, o.Shards)
 	}
-	for _, s := range splits {
-		if s.Captions != nil && len(s.Captions) != len(s.Items) {
-			return nil, fmt.Errorf("extract: split %s has %d images and captions for %d", s.Name, len(s.Items), len(s.Captions))
-		}
-		if s.Name == "" || strings.ContainsAny(s.Name, `/\`) {
-			return nil, fmt.Errorf("extract: bad split name %q", s.Name)
-		}
+	if err := CheckSplits(splits); err != nil {
+		return nil, err
 	}
 	// One writer per output: a second run on it (other images, or the
 	// same) is refused with the first one's pid; two interleaved runs
@@ -318,6 +436,106 @@ func Build(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o 
 	}
 	rep.Joined = true
 	return rep, nil
+}
+
+// CheckSplits checks, before any photo is read, what Build would write
+// and the later steps refuse: split names (a file name: letters, digits,
+// '.', '-' and '_', not starting with '.'; not "TRAIN" for train), image
+// ids (data.CheckImageID: not empty, no line break, no white space around;
+// unique in their split, a mirrored copy's included), a photo path for
+// each image, and data.DefaultCapsPerImage captions per image, none blank
+// (data.CheckCaption). Errors name the split, the image's id and file, and
+// the caption.
+func CheckSplits(splits []SplitSpec) error {
+	names := map[string]bool{}
+	for _, s := range splits {
+		if err := CheckSplitName(s.Name); err != nil {
+			return fmt.Errorf("extract: split name %q %w", s.Name, err)
+		}
+		if names[s.Name] {
+			return fmt.Errorf("extract: split %s is listed twice", s.Name)
+		}
+		names[s.Name] = true
+		if s.Captions != nil && len(s.Captions) != len(s.Items) {
+			return fmt.Errorf("extract: split %s has %d images and captions for %d", s.Name, len(s.Items), len(s.Captions))
+		}
+		seen := make(map[string]int, len(s.Items))
+		for i, it := range s.Items {
+			what := func() string { return describeItem(it) }
+			if it.Path == "" {
+				return fmt.Errorf("extract: split %s: %s has no file", s.Name, what())
+			}
+			if err := data.CheckImageID(it.ID); err != nil {
+				return fmt.Errorf("extract: split %s: %s: its id %w", s.Name, what(), err)
+			}
+			if j, dup := seen[it.ID]; dup {
+				return fmt.Errorf("extract: split %s: %s and %s have the same id: %s", s.Name, describeItem(s.Items[j]), what(), renameAdvice(s.Items[j], it))
+			}
+			seen[it.ID] = i
+			if s.Captions == nil {
+				continue
+			}
+			if n := len(s.Captions[i]); n != data.DefaultCapsPerImage {
+				return fmt.Errorf("extract: split %s: %s has %d captions, want %d", s.Name, what(), n, data.DefaultCapsPerImage)
+			}
+			for k, c := range s.Captions[i] {
+				if err := data.CheckCaption(c); err != nil {
+					return fmt.Errorf("extract: split %s: %s: caption %d (%q) %w", s.Name, what(), k+1, c, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// CheckSplitName says what is wrong with name as the name of a split that
+// Build writes, or returns nil: it names the data set's files
+// ({split}_ims.npy, ...) and is what --split selects, so it is letters,
+// digits, '.', '-' and '_', not starting with '.', and not a standard
+// split's name in other capitals ("TRAIN": xmr train reads "train"). The
+// error reads after the name: "split name %q " + err.
+func CheckSplitName(name string) error {
+	if name == "" {
+		return errors.New("is empty")
+	}
+	if name[0] == '.' {
+		return errors.New("starts with '.': want letters, digits, '.', '-' or '_'")
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return fmt.Errorf("holds %q: want letters, digits, '.', '-' or '_' (it names the data set's files)", r)
+		}
+	}
+	for _, std := range []string{data.SplitTrain, data.SplitDev, data.SplitTest, data.SplitTestAll} {
+		if name != std && strings.EqualFold(name, std) {
+			return fmt.Errorf("differs from %q in case only: split names are case-sensitive, and xmr train, eval and index look for %s", std, std)
+		}
+	}
+	return nil
+}
+
+// describeItem names an image in errors: its id and its file, and
+// whether it is a mirrored copy.
+func describeItem(it Item) string {
+	if it.Mirror {
+		return fmt.Sprintf("image %q (the mirrored copy of %q, made by --flip)", it.ID, it.Path)
+	}
+	return fmt.Sprintf("image %q (file %q)", it.ID, it.Path)
+}
+
+// renameAdvice says how to part two images of the same id.
+func renameAdvice(a, b Item) string {
+	for _, it := range []Item{a, b} {
+		if !it.Mirror {
+			continue
+		}
+		other := a
+		if it == a {
+			other = b
+		}
+		return fmt.Sprintf("the ids of mirrored copies end in %s; rename %s, or extract without --flip", MirrorSuffix, other.Path)
+	}
+	return "rename one of the files"
 }
 
 // outputPatterns are the names of the files an extract writes in its

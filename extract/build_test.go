@@ -392,6 +392,63 @@ func TestCheckKind(t *testing.T) {
 	}
 }
 
+// TestSwapLeftRight: a mirrored photo's caption names the other side
+// wherever a word names a side, and only there.
+func TestSwapLeftRight(t *testing.T) {
+	tests := []struct{ in, want string }{
+		// Whole words, in any case.
+		{"a dog left of a man", "a dog right of a man"},
+		{"A dog on the Right, a cat on the LEFT.", "A dog on the Left, a cat on the RIGHT."},
+		{"from left to right", "from right to left"},
+		{"his left hand holds a cup", "his right hand holds a cup"},
+		{"turning right at the corner", "turning left at the corner"},
+		// Their forms.
+		{"the rightmost car", "the leftmost car"},
+		{"the Leftmost tree", "the Rightmost tree"},
+		{"a bird flying leftward", "a bird flying rightward"},
+		{"waves moving rightwards", "waves moving leftwards"},
+		// Compounds that name a side.
+		{"on the right-hand side", "on the left-hand side"},
+		{"a left-handed pitcher", "a right-handed pitcher"},
+		{"a right-facing arrow", "a left-facing arrow"},
+		{"in the top-left corner", "in the top-right corner"},
+		{"the lower-right quadrant", "the lower-left quadrant"},
+		{"the right-most lane", "the left-most lane"},
+		// Compounds that do not.
+		{"a right-angled triangle", "a right-angled triangle"},
+		{"a right-wing rally", "a right-wing rally"},
+		{"a left-wing newspaper", "a left-wing newspaper"},
+		{"a far-left party", "a far-left party"},
+		{"the right-of-way sign", "the right-of-way sign"},
+		{"a right-side-up cup", "a right-side-up cup"},
+		{"a cup turned right-side up", "a cup turned right-side up"},
+		// "right" as directly or correct, "left" as gone away from.
+		{"a cat right next to a dog", "a cat right next to a dog"},
+		{"a man standing right in front of a bus", "a man standing right in front of a bus"},
+		{"a bird right on top of a sign", "a bird right on top of a sign"},
+		{"a ball right in the middle of the field", "a ball right in the middle of the field"},
+		{"a dog right behind the fence", "a dog right behind the fence"},
+		{"it is all right", "it is all right"},
+		{"a glass right side up", "a glass right side up"},
+		{"a right angle", "a right angle"},
+		{"a bag left behind on a bench", "a bag left behind on a bench"},
+		{"a bike left unattended", "a bike left unattended"},
+		// The words around must be only white space away.
+		{"a dog on the right. Next to it a cat", "a dog on the left. Next to it a cat"},
+		{"turn right, behind the tree", "turn left, behind the tree"},
+		// Other words stay.
+		{"leftover pizza, rightly so, copyright", "leftover pizza, rightly so, copyright"},
+		{"bright lights", "bright lights"},
+		{"", ""},
+		{"\xffright\xfe", "\xffleft\xfe"},
+	}
+	for _, tc := range tests {
+		if got := swapLeftRight(tc.in); got != tc.want {
+			t.Errorf("swapLeftRight(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestMirrorSplit(t *testing.T) {
 	dir := t.TempDir()
 	s := collection(t, filepath.Join(dir, "img"), "train", 2)

@@ -2,9 +2,12 @@ package extract
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/synth"
+	"github.com/xmr-project/xmr/text"
 )
 
 // IsImageFile reports whether name has a JPEG or PNG extension.
@@ -76,6 +80,10 @@ func FolderItems(dir string) ([]Item, error) {
 	return items, nil
 }
 
+// maxCaptionLine bounds a line of a captions file (ReadCaptionFile): a
+// caption is a sentence; a megabyte is no caption file.
+const maxCaptionLine = 1 << 20
+
 // ReadCaptionFile reads a captions file for a folder of images: one
 // caption per line as "NAME<TAB>CAPTION", where NAME is the image's file
 // name relative to the folder (or its id, without the extension),
@@ -83,7 +91,9 @@ func FolderItems(dir string) ([]Item, error) {
 // Every image of items needs at least data.DefaultCapsPerImage captions;
 // the first ones are kept. It returns the captions of each item, in
 // order. Errors name the file and line, or the images without enough
-// captions.
+// captions. Blank lines are skipped; a caption that is blank (text.Blank:
+// nothing but spaces, control or invisible characters) is an error, and so
+// is a line longer than 1 MiB.
 func ReadCaptionFile(path, dir string, items []Item) ([][]string, error) {
 	f, err := infile.Open(path)
 	if err != nil {
@@ -99,7 +109,7 @@ func ReadCaptionFile(path, dir string, items []Item) ([][]string, error) {
 	}
 	caps := make([][]string, len(items))
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), maxCaptionLine)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -107,27 +117,30 @@ func ReadCaptionFile(path, dir string, items []Item) ([][]string, error) {
 		if line == 1 {
 			l = strings.TrimPrefix(l, "\xef\xbb\xbf")
 		}
-		if strings.TrimSpace(l) == "" {
+		if text.Blank(l) {
 			continue
 		}
-		name, text, ok := strings.Cut(l, "\t")
+		name, caption, ok := strings.Cut(l, "\t")
 		if !ok {
 			return nil, fmt.Errorf("read captions %s: line %d: no tab; want NAME<TAB>CAPTION", path, line)
 		}
 		if k := strings.LastIndexByte(name, '#'); k >= 0 {
 			name = name[:k]
 		}
-		text = strings.TrimSpace(text)
-		if text == "" {
-			return nil, fmt.Errorf("read captions %s: line %d: empty caption for %s", path, line, name)
+		caption = strings.TrimSpace(caption)
+		if err := data.CheckCaption(caption); err != nil {
+			return nil, fmt.Errorf("read captions %s: line %d: the caption of %s %w", path, line, name, err)
 		}
 		i, ok := byName[filepath.ToSlash(strings.TrimSpace(name))]
 		if !ok {
 			return nil, fmt.Errorf("read captions %s: line %d: no image %q in %s", path, line, name, dir)
 		}
-		caps[i] = append(caps[i], text)
+		caps[i] = append(caps[i], caption)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("read captions %s: line %d is longer than %d MiB: want one caption a line, NAME<TAB>CAPTION (is this a captions file?)", path, line+1, maxCaptionLine>>20)
+		}
 		return nil, fmt.Errorf("read captions %s: line %d: %w", path, line+1, err)
 	}
 	k := data.DefaultCapsPerImage
@@ -212,11 +225,32 @@ func WorldSplits(dir string, names []string) ([]SplitSpec, error) {
 // names selects splits (nil: those of train, dev and test that have images;
 // Karpathy's "val" is named "dev", as the loaders read it); ids says which field
 // names the images.
+//
+// Every photo must be inside root once symbolic links are followed (root's
+// own and the photo's): a filepath or filename that leads elsewhere, by
+// ".." (which data.ReadKarpathy refuses already), an absolute path or a
+// link out of root, is an error naming the image, before anything is
+// read. A photo listed in two of the file's splits (say train and test) is
+// extracted into both, with a slog.Warn naming it. COCO's restval images
+// are part of train (the VSE++ convention); the restval images of any
+// other dataset belong to no split xmr reads: they are left out, with a
+// slog.Warn.
 func KarpathySplits(jsonPath, root string, names []string, ids data.IDScheme) ([]SplitSpec, error) {
 	k, err := data.LoadKarpathy(jsonPath)
 	if err != nil {
 		return nil, err
 	}
+	realRoot, err := filepath.Abs(root)
+	if err == nil {
+		realRoot, err = filepath.EvalSymlinks(realRoot)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: the image root %s: %w", jsonPath, root, unwrapPath(err))
+	}
+	if st, err := os.Stat(realRoot); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%s: the image root %s is not a directory", jsonPath, root)
+	}
+	warnSplitOverlaps(jsonPath, k)
 	all := names == nil
 	if all {
 		names = []string{data.SplitTrain, data.SplitDev, data.SplitTest}
@@ -247,6 +281,9 @@ func KarpathySplits(jsonPath, root string, names []string, ids data.IDScheme) ([
 		spec := SplitSpec{Name: name}
 		for j, i := range idx {
 			im := &k.Images[i]
+			if im.Filename == "" {
+				return nil, fmt.Errorf("%s: images[%d] has no filename: there is no photo to extract", jsonPath, i)
+			}
 			p := filepath.Join(root, im.Filepath, im.Filename)
 			if im.Filepath != "" {
 				if _, err := os.Stat(p); err != nil {
@@ -254,6 +291,9 @@ func KarpathySplits(jsonPath, root string, names []string, ids data.IDScheme) ([
 						p = alt
 					}
 				}
+			}
+			if err := insideRoot(p, root, realRoot); err != nil {
+				return nil, fmt.Errorf("%s: images[%d] (filepath %q, filename %q): %w", jsonPath, i, im.Filepath, im.Filename, err)
 			}
 			spec.Items = append(spec.Items, Item{Path: p, ID: idList[j]})
 			c := data.DefaultCapsPerImage
@@ -265,6 +305,109 @@ func KarpathySplits(jsonPath, root string, names []string, ids data.IDScheme) ([
 		return nil, fmt.Errorf("%s: no image is in split train, val or test", jsonPath)
 	}
 	return out, nil
+}
+
+// insideRoot checks that the photo p, a path under root, stays inside
+// root once every symbolic link is followed; realRoot is root made
+// absolute with its links followed. A photo that does not exist is checked
+// by its deepest existing folder (its extraction then reports it missing).
+func insideRoot(p, root, realRoot string) error {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return fmt.Errorf("the photo %s: %w", p, err)
+	}
+	resolved, err := resolveExisting(abs)
+	if err != nil {
+		return fmt.Errorf("the photo %s: %w", p, unwrapPath(err))
+	}
+	if !within(resolved, realRoot) {
+		return fmt.Errorf("the photo %s is %s once symbolic links are followed, outside the image root %s: refused (photos are read from the image root only)", p, resolved, root)
+	}
+	return nil
+}
+
+// resolveExisting follows the symbolic links of the absolute path p, as
+// filepath.EvalSymlinks does; where p does not exist, those of its deepest
+// existing ancestor, the rest of p joined to it.
+func resolveExisting(p string) (string, error) {
+	dir, rest := p, ""
+	for {
+		r, err := filepath.EvalSymlinks(dir)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return filepath.Clean(p), nil
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}
+
+// within reports whether path p is dir or below it (both clean).
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// warnSplitOverlaps logs, with slog.Warn, the photos that k lists in two
+// splits (by filepath and filename; COCO's restval counts as train, into
+// which it is extracted), and the restval images of a file that is not
+// COCO's, which no split takes. Both are extracted as listed: a photo in
+// train and test is in both, and evaluating on test then measures photos
+// the model was trained on.
+func warnSplitOverlaps(jsonPath string, k *data.Karpathy) {
+	coco := k.IsCOCO()
+	type seen struct {
+		split string
+		index int
+	}
+	first := map[string]seen{}
+	overlaps := map[string][]string{} // "train and test" -> examples
+	count := map[string]int{}
+	restval := 0
+	for i := range k.Images {
+		im := &k.Images[i]
+		split := im.Split
+		if split == "restval" {
+			if !coco {
+				restval++
+				continue
+			}
+			split = "train"
+		}
+		key := path.Clean(path.Join(filepath.ToSlash(im.Filepath), filepath.ToSlash(im.Filename)))
+		prev, ok := first[key]
+		if !ok {
+			first[key] = seen{split, i}
+			continue
+		}
+		pair := prev.split + " and " + split
+		if prev.split == split {
+			pair = split + " twice"
+		}
+		count[pair]++
+		if len(overlaps[pair]) < 3 {
+			overlaps[pair] = append(overlaps[pair], fmt.Sprintf("%s (images[%d] and [%d])", key, prev.index, i))
+		}
+	}
+	pairs := make([]string, 0, len(count))
+	for p := range count {
+		pairs = append(pairs, p)
+	}
+	slices.Sort(pairs)
+	for _, p := range pairs {
+		slog.Warn("extract: the Karpathy file lists photos in two splits; each is extracted into both (a model evaluated on a split it was trained on scores too high)",
+			"file", jsonPath, "splits", p, "photos", count[p], "e.g.", strings.Join(overlaps[p], ", "))
+	}
+	if restval > 0 {
+		slog.Warn("extract: images of split restval in a file that is not COCO's are left out: only COCO's restval (the rest of val2014) is trained on, as part of train",
+			"file", jsonPath, "dataset", k.Dataset, "images", restval)
+	}
 }
 
 func fileExists(p string) bool {

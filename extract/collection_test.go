@@ -109,7 +109,13 @@ func TestReadCaptionFile(t *testing.T) {
 		{"good", ok.String(), ""},
 		{"no tab", "a.jpg a caption\n", "line 1: no tab"},
 		{"unknown image", ok.String() + "c.jpg\tx\n", `line 11: no image "c.jpg"`},
-		{"empty caption", "a.jpg\t \n", "line 1: empty caption for a.jpg"},
+		{"empty caption", "a.jpg\t \n", "line 1: the caption of a.jpg is blank"},
+		// Invisible characters are blank too: the rule of --text.
+		{"zero-width caption", ok.String() + "a.jpg\t\u200b\u200b\n", "line 11: the caption of a.jpg is blank"},
+		{"BOM and controls caption", "a.jpg\t\ufeff\x01\u2060\n", "line 1: the caption of a.jpg is blank"},
+		// A line of a megabyte is no caption: a clear error, not
+		// "bufio.Scanner: token too long".
+		{"long line", "a.jpg\tfirst\n" + "a.jpg\t" + strings.Repeat("x", 1<<20) + "\n", "line 2 is longer than 1 MiB: want one caption a line"},
 		{"too few", "a.jpg\tone\n", "every image needs 5 captions; a (1), sub/b (0) have fewer"},
 	}
 	for _, tc := range tests {

@@ -2,6 +2,7 @@ package extract
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -9,8 +10,12 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/internal/infile"
@@ -38,6 +43,17 @@ func (l Limits) maxBytes() int64 {
 		return l.MaxBytes
 	}
 	return DefaultMaxBytes
+}
+
+// readLimit is how many bytes ReadFile and ReadLimited read: one past
+// MaxBytes, to tell a file over the limit, without wrapping past the
+// largest int64 (MaxBytes math.MaxInt64 read nothing, and every file was
+// "empty").
+func (l Limits) readLimit() int64 {
+	if m := l.maxBytes(); m < math.MaxInt64 {
+		return m + 1
+	}
+	return math.MaxInt64
 }
 
 func (l Limits) maxPixels() int64 {
@@ -120,7 +136,7 @@ func ReadFile(path string, lim Limits) ([]byte, error) {
 	}
 	// A file that grows while it is read is cut one byte past the limit:
 	// decode refuses it.
-	b, err := io.ReadAll(io.LimitReader(f, lim.maxBytes()+1))
+	b, err := io.ReadAll(io.LimitReader(f, lim.readLimit()))
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", path, err)
 	}
@@ -130,7 +146,7 @@ func ReadFile(path string, lim Limits) ([]byte, error) {
 // ReadLimited reads r whole, refusing more than lim's MaxBytes; name names
 // the source in errors.
 func ReadLimited(r io.Reader, name string, lim Limits) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, lim.maxBytes()+1))
+	b, err := io.ReadAll(io.LimitReader(r, lim.readLimit()))
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", name, err)
 	}
@@ -138,6 +154,175 @@ func ReadLimited(r io.Reader, name string, lim Limits) ([]byte, error) {
 		return nil, fmt.Errorf("read image %s: %w: more than %d bytes", name, ErrTooLarge, lim.maxBytes())
 	}
 	return b, nil
+}
+
+// MaxJPEGScans bounds the scans (SOS segments) of a JPEG that Decode takes.
+// Each scan is a pass over the whole image, so a JPEG's decoding work grows
+// with its scans, not with its bytes or pixels: a 414 KB progressive JPEG
+// that repeats its last scan thousands of times took minutes to decode.
+// A baseline JPEG has 1 scan, a progressive one about 10 (libjpeg's
+// standard progression: 10 for colour, 6 for grey), and even the rare
+// custom progression scripts stay within a few dozen; 100 is far above any
+// real photo and bounds a hostile one to about 10 times the work of a
+// normal progressive decode. libjpeg-turbo's tools offer the same guard
+// (-maxscans).
+const MaxJPEGScans = 100
+
+// ErrTooManyScans is wrapped by the error about a JPEG with more than
+// MaxJPEGScans scans.
+var ErrTooManyScans = errors.New("too many JPEG scans")
+
+// jpegScans counts the scans (SOS markers) of the JPEG b, walking its
+// markers: SOI, then segments, each a marker 0xFF xx and (but for the
+// standalone RSTn and TEM) a 2-byte big-endian length that counts itself,
+// an SOS followed by entropy-coded data up to the next marker that is
+// neither RSTn nor a stuffed 0xFF00. As Go's decoder does, it skips bytes
+// that are not a marker where one is due, and 0xFF00 there (a stray byte
+// must not hide the scans after it). It stops at EOI, at the end of b, or
+// at a segment length that does not parse (the decoder then says what is
+// wrong), and as soon as it has counted more than limit scans.
+func jpegScans(b []byte, limit int) int {
+	if len(b) < 2 || b[0] != 0xFF || b[1] != 0xD8 {
+		return 0
+	}
+	scans := 0
+	i := 2
+	for i+1 < len(b) {
+		if b[i] != 0xFF {
+			// Not a marker: skipped up to the next 0xFF, as Go's
+			// decoder skips it.
+			j := bytes.IndexByte(b[i:], 0xFF)
+			if j < 0 {
+				return scans
+			}
+			i += j
+			continue
+		}
+		m := b[i+1]
+		switch {
+		case m == 0xFF: // fill byte before a marker
+			i++
+			continue
+		case m == 0xD9: // EOI
+			return scans
+		case m >= 0xD0 && m <= 0xD7 || m == 0x00 || m == 0x01 || m == 0xD8: // standalone, or no marker
+			i += 2
+			continue
+		}
+		if i+3 >= len(b) {
+			return scans
+		}
+		n := int(b[i+2])<<8 | int(b[i+3])
+		if n < 2 {
+			return scans
+		}
+		i += 2 + n
+		if m != 0xDA {
+			continue
+		}
+		if scans++; scans > limit {
+			return scans
+		}
+		// Entropy-coded data: up to the next 0xFF that starts a marker
+		// other than RSTn (0xFF00 is a stuffed 0xFF byte, 0xFFFF fill).
+		for i < len(b) {
+			j := bytes.IndexByte(b[i:], 0xFF)
+			if j < 0 {
+				return scans
+			}
+			i += j
+			k := i + 1
+			for k < len(b) && b[k] == 0xFF {
+				k++
+			}
+			if k >= len(b) {
+				return scans
+			}
+			if b[k] == 0x00 || b[k] >= 0xD0 && b[k] <= 0xD7 {
+				i = k + 1
+				continue
+			}
+			i = k - 1 // the marker's 0xFF
+			break
+		}
+	}
+	return scans
+}
+
+// DecodeContext is Decode that returns promptly, with ctx's error, once
+// ctx is done: the decoder reads its input through a reader that fails
+// once ctx is done, so it stops at its next read, and in the meantime
+// DecodeContext has already returned (a decode left running ends on its
+// own, bounded by MaxJPEGScans and lim's pixels).
+func DecodeContext(ctx context.Context, b []byte, name string, lim Limits) (*Picture, error) {
+	p, _, err := decodeContext(ctx, b, name, lim, false)
+	return p, err
+}
+
+// DecodeUprightContext is DecodeUpright that returns promptly once ctx is
+// done, as DecodeContext does.
+func DecodeUprightContext(ctx context.Context, b []byte, name string, lim Limits) (*Picture, image.Image, error) {
+	return decodeContext(ctx, b, name, lim, true)
+}
+
+// LoadFileContext is LoadFile that returns promptly once ctx is done, as
+// DecodeContext does.
+func LoadFileContext(ctx context.Context, path string, lim Limits) (*Picture, error) {
+	b, err := ReadFile(path, lim)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeContext(ctx, b, path, lim)
+}
+
+// decodeContext decodes and prepares b in a goroutine, and returns its
+// result or, first, ctx's error.
+func decodeContext(ctx context.Context, b []byte, name string, lim Limits, upright bool) (*Picture, image.Image, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read image %s: %w", name, err)
+	}
+	type result struct {
+		p   *Picture
+		img image.Image
+		err error
+	}
+	done := make(chan result, 1) // the goroutine never blocks on it
+	go func() {
+		var r result
+		img, orient, err := decodeFrom(b, &ctxReader{ctx: ctx, r: bytes.NewReader(b)}, name, lim)
+		if err != nil {
+			r.err = err
+		} else if ctx.Err() == nil {
+			r.p = Prepare(img, orient)
+			if upright {
+				r.img = Upright(img, orient)
+			}
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil && r.p == nil || ctx.Err() != nil && errors.Is(r.err, ctx.Err()) {
+			return nil, nil, fmt.Errorf("read image %s: %w", name, ctx.Err())
+		}
+		return r.p, r.img, r.err
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("read image %s: %w", name, ctx.Err())
+	}
+}
+
+// ctxReader reads from r until ctx is done, then fails with ctx's error:
+// a decoder reading through it stops at its next read.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // Decode decodes an encoded JPEG or PNG image and prepares it for the
@@ -166,6 +351,11 @@ func DecodeUpright(b []byte, name string, lim Limits) (*Picture, image.Image, er
 
 // decode checks and decodes a JPEG or PNG, returning its EXIF orientation.
 func decode(b []byte, name string, lim Limits) (image.Image, int, error) {
+	return decodeFrom(b, bytes.NewReader(b), name, lim)
+}
+
+// decodeFrom is decode whose decoder reads b's bytes from src.
+func decodeFrom(b []byte, src io.Reader, name string, lim Limits) (image.Image, int, error) {
 	if int64(len(b)) > lim.maxBytes() {
 		return nil, 0, fmt.Errorf("read image %s: %w: %d bytes, the limit is %d", name, ErrTooLarge, len(b), lim.maxBytes())
 	}
@@ -192,15 +382,22 @@ func decode(b []byte, name string, lim Limits) (image.Image, int, error) {
 	}
 	orient := 1
 	if kind == "jpeg" {
+		// Bounded in work, not only in bytes and pixels: see MaxJPEGScans.
+		if n := jpegScans(b, MaxJPEGScans); n > MaxJPEGScans {
+			return nil, 0, fmt.Errorf("read image %s: %w: the JPEG has more than %d scans (a progressive photo has about 10); refused before decoding, as each scan is a pass over the whole image", name, ErrTooManyScans, MaxJPEGScans)
+		}
 		orient = JPEGOrientation(b)
 	}
 	var img image.Image
 	if kind == "jpeg" {
-		img, err = jpeg.Decode(bytes.NewReader(b))
+		img, err = jpeg.Decode(src)
 	} else {
-		img, err = png.Decode(bytes.NewReader(b))
+		img, err = png.Decode(src)
 	}
 	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, 0, fmt.Errorf("read image %s: %w", name, err)
+		}
 		return nil, 0, fmt.Errorf("read image %s: corrupt or truncated %s: %w", name, strings.ToUpper(kind), decodeErr(err))
 	}
 	return img, orient, nil
@@ -217,13 +414,69 @@ func sniff(b []byte) string {
 	return ""
 }
 
-// describeStart says what a non-image file starts with, for the error.
+// describeStart says what a file that is neither a JPEG nor a PNG is,
+// for the error, without a byte of it: the file may be anything (a Karpathy
+// file or a folder may name /etc/passwd), and an error message is no place
+// for its contents. It names the image formats it knows by their
+// signature, and otherwise says whether the file starts as text.
 func describeStart(b []byte) string {
 	if len(b) == 0 {
 		return "the file is empty"
 	}
-	n := min(len(b), 8)
-	return fmt.Sprintf("it starts with %q", b[:n])
+	for _, f := range otherFormats {
+		if f.is(b) {
+			return "it is " + f.name + ": convert it to JPEG or PNG"
+		}
+	}
+	if looksLikeText(b[:min(len(b), 64)]) {
+		return "it starts with text, not with an image's signature"
+	}
+	return "its first bytes are no image format's signature"
+}
+
+// looksLikeText reports whether b is printable UTF-8 text (tabs and line
+// breaks allowed), but for a character cut at its end.
+func looksLikeText(b []byte) bool {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return !utf8.FullRune(b[i:])
+		}
+		if !unicode.IsPrint(r) && r != '\t' && r != '\n' && r != '\r' {
+			return false
+		}
+		i += size
+	}
+	return true
+}
+
+// otherFormats are the image and document formats that describeStart names.
+var otherFormats = []struct {
+	name string
+	is   func(b []byte) bool
+}{
+	{"a GIF image", prefix("GIF87a", "GIF89a")},
+	{"a WebP image", func(b []byte) bool { return len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP" }},
+	{"a HEIF or AVIF image", func(b []byte) bool {
+		return len(b) >= 12 && string(b[4:8]) == "ftyp" && slices.Contains([]string{"heic", "heix", "heif", "mif1", "avif", "avis"}, string(b[8:12]))
+	}},
+	{"a BMP image", func(b []byte) bool {
+		return len(b) >= 14 && string(b[:2]) == "BM" && string(b[6:10]) == "\x00\x00\x00\x00"
+	}},
+	{"a TIFF image", prefix("II*\x00", "MM\x00*")},
+	{"a PDF document", prefix("%PDF-")},
+}
+
+// prefix returns a test for files that start with one of sigs.
+func prefix(sigs ...string) func(b []byte) bool {
+	return func(b []byte) bool {
+		for _, s := range sigs {
+			if bytes.HasPrefix(b, []byte(s)) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // decodeErr words the decoders' errors about files that end early.
@@ -352,6 +605,28 @@ func toRGB(img image.Image) []uint8 {
 				o += 3
 			}
 		}
+	case *image.NRGBA64, *image.RGBA64, *image.Gray16:
+		// 16-bit PNGs: as the default, without boxing each pixel's
+		// colour in an interface (8 bytes of garbage a pixel).
+		for y := range h {
+			o := y * w * 3
+			for x := range w {
+				var r, g, bb, a uint32
+				switch m := m.(type) {
+				case *image.NRGBA64:
+					r, g, bb, a = m.NRGBA64At(b.Min.X+x, b.Min.Y+y).RGBA()
+				case *image.RGBA64:
+					r, g, bb, a = m.RGBA64At(b.Min.X+x, b.Min.Y+y).RGBA()
+				case *image.Gray16:
+					r, g, bb, a = m.Gray16At(b.Min.X+x, b.Min.Y+y).RGBA()
+				}
+				wh := 0xFFFF - a
+				out[o] = uint8((r + wh) >> 8)
+				out[o+1] = uint8((g + wh) >> 8)
+				out[o+2] = uint8((bb + wh) >> 8)
+				o += 3
+			}
+		}
 	default:
 		for y := range h {
 			o := y * w * 3
@@ -375,6 +650,16 @@ func toRGB(img image.Image) []uint8 {
 func resizeArea(src []uint8, w, h, ow, oh int) []float32 {
 	xs := areaWeights(w, ow)
 	ys := areaWeights(h, oh)
+	// The horizontal pass first keeps h rows of ow pixels, 12 bytes a
+	// pixel: for a tall, narrow image (1 x 50,000,000 pixels, within the
+	// pixel limit, a PNG of a few hundred KB) that was 300 GB. Where that
+	// is large and the vertical pass first keeps less (oh rows of w
+	// pixels), the vertical pass goes first; the result is the same but
+	// for float32 rounding, and every photo up to the pixel limit but such
+	// narrow strips keeps the horizontal pass first.
+	if int64(h)*int64(ow)*12 > maxResizeTemp && int64(oh)*int64(w) < int64(h)*int64(ow) {
+		return resizeAreaVertical(src, w, h, ow, oh, xs, ys)
+	}
 	// Horizontal pass: h rows of ow pixels.
 	tmp := make([]float32, h*ow*3)
 	for y := range h {
@@ -399,6 +684,41 @@ func resizeArea(src []uint8, w, h, ow, oh int) []float32 {
 			for k := range o {
 				o[k] += tw.w * t[k]
 			}
+		}
+	}
+	return out
+}
+
+// maxResizeTemp bounds, in bytes, resizeArea's intermediate image when
+// the other order of its passes keeps a smaller one.
+const maxResizeTemp = 64 << 20
+
+// resizeAreaVertical is resizeArea with the vertical pass first: its
+// intermediate image is oh rows of w pixels.
+func resizeAreaVertical(src []uint8, w, h, ow, oh int, xs, ys [][]tap) []float32 {
+	tmp := make([]float32, oh*w*3)
+	for y, ws := range ys {
+		t := tmp[y*w*3 : (y+1)*w*3]
+		for _, tw := range ws {
+			row := src[tw.i*w*3 : (tw.i+1)*w*3]
+			for k, v := range row {
+				t[k] += tw.w * float32(v)
+			}
+		}
+	}
+	out := make([]float32, ow*oh*3)
+	for y := range oh {
+		row := tmp[y*w*3 : (y+1)*w*3]
+		o := out[y*ow*3 : (y+1)*ow*3]
+		for x, ws := range xs {
+			var r, g, b float32
+			for _, tw := range ws {
+				p := row[tw.i*3:]
+				r += tw.w * p[0]
+				g += tw.w * p[1]
+				b += tw.w * p[2]
+			}
+			o[3*x], o[3*x+1], o[3*x+2] = r, g, b
 		}
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,9 +239,13 @@ func TestDecodeRefuses(t *testing.T) {
 		{"truncated jpeg", jpg[:len(jpg)/2], Limits{}, "corrupt or truncated JPEG", false},
 		{"jpeg header only", jpg[:4], Limits{}, "corrupt JPEG header", false},
 		{"png without data", pngHeader(10, 10), Limits{}, "corrupt or truncated PNG", false},
-		{"text", []byte("hello, world\n"), Limits{}, `not a JPEG or PNG image (it starts with "hello, w")`, false},
+		{"text", []byte("hello, world\n"), Limits{}, "not a JPEG or PNG image (it starts with text, not with an image's signature)", false},
 		{"empty", nil, Limits{}, "the file is empty", false},
-		{"gif", []byte("GIF89a\x01\x00\x01\x00"), Limits{}, "not a JPEG or PNG", false},
+		{"gif", []byte("GIF89a\x01\x00\x01\x00"), Limits{}, "not a JPEG or PNG image (it is a GIF image: convert it to JPEG or PNG)", false},
+		{"webp", []byte("RIFF\x10\x00\x00\x00WEBPVP8 "), Limits{}, "it is a WebP image", false},
+		{"heic", []byte("\x00\x00\x00\x18ftypheic\x00\x00"), Limits{}, "it is a HEIF or AVIF image", false},
+		{"binary", []byte("\x7fELF\x02\x01\x01\x00"), Limits{}, "its first bytes are no image format's signature", false},
+		{"text cut in a character", []byte("caf\xc3"), Limits{}, "it starts with text", false},
 	}
 	for _, tc := range tests {
 		_, err := Decode(tc.b, "photos/x.jpg", tc.lim)
@@ -254,6 +259,51 @@ func TestDecodeRefuses(t *testing.T) {
 		if errors.Is(err, ErrTooLarge) != tc.tooBig {
 			t.Errorf("%s: errors.Is(ErrTooLarge) = %v", tc.name, !tc.tooBig)
 		}
+	}
+}
+
+// TestDecodeNeverEchoesTheFile: the error about a file that is no image
+// says what it is not, never what it holds (a Karpathy file or a folder
+// may name /etc/passwd: its first bytes were printed, "root:x:0").
+func TestDecodeNeverEchoesTheFile(t *testing.T) {
+	for _, b := range []string{"root:x:0:0:root:/root:/bin/bash\n", "secret-token-1234", "pw", "\x00\x01secret", "PK\x03\x04secret.txt"} {
+		_, err := Decode([]byte(b), "photos/x.jpg", Limits{})
+		if err == nil {
+			t.Fatalf("%q decoded", b)
+		}
+		for _, frag := range []string{b[:2], "root", "secret", `\x`} {
+			if strings.Contains(err.Error(), frag) {
+				t.Errorf("the error about %q holds %q: %v", b, frag, err)
+			}
+		}
+	}
+}
+
+// TestReadLimitWraps: a byte limit of the largest int64 reads the whole
+// file (one past it wrapped to a negative count: nothing was read, and
+// every upload was "empty"); one less too.
+func TestReadLimitWraps(t *testing.T) {
+	jpg := encodeJPEG(t, halves(40, 30, color.RGBA{255, 0, 0, 255}, color.RGBA{0, 255, 0, 255}))
+	p := filepath.Join(t.TempDir(), "x.jpg")
+	if err := os.WriteFile(p, jpg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int64{math.MaxInt64, math.MaxInt64 - 1} {
+		lim := Limits{MaxBytes: max}
+		b, err := ReadLimited(bytes.NewReader(jpg), "upload", lim)
+		if err != nil || len(b) != len(jpg) {
+			t.Errorf("ReadLimited with MaxBytes %d: %d bytes, %v", max, len(b), err)
+		}
+		if b, err := ReadFile(p, lim); err != nil || len(b) != len(jpg) {
+			t.Errorf("ReadFile with MaxBytes %d: %d bytes, %v", max, len(b), err)
+		}
+		if _, err := Decode(jpg, "upload", lim); err != nil {
+			t.Errorf("Decode with MaxBytes %d: %v", max, err)
+		}
+	}
+	// The limit itself still holds.
+	if _, err := ReadLimited(bytes.NewReader(jpg), "upload", Limits{MaxBytes: int64(len(jpg)) - 1}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("one byte over: %v", err)
 	}
 }
 
@@ -332,6 +382,8 @@ func FuzzDecode(f *testing.F) {
 	var buf bytes.Buffer
 	png.Encode(&buf, halves(8, 8, color.RGBA{A: 255}, color.RGBA{A: 255}))
 	f.Add(buf.Bytes())
+	// The scan-repeat JPEG: one scan more than MaxJPEGScans.
+	f.Add(scanRepeatJPEG(f, 16, 8, MaxJPEGScans+1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Decode(b, "fuzz", Limits{MaxPixels: 1 << 16})
 		if err == nil && (p.Width <= 0 || p.Height <= 0 || len(p.RGB) != detect.InputSize*detect.InputSize*3) {

@@ -179,6 +179,9 @@ func LoadImages(dir, split string) (*ImageSet, error) {
 		if c < 0 || c > g.R {
 			return nil, fmt.Errorf("read %s_nregions.npy: image %d has %d regions, outside [0,%d]", base, i, c, g.R)
 		}
+		if c == 0 {
+			return nil, fmt.Errorf("read %s_nregions.npy: image %d (id %s) has 0 regions: %w", base, i, s.IDs[i], data.ErrNoRegions)
+		}
 		g.Count[i] = c
 	}
 	bx, err := npy.Read(base + "_boxes.npy")

@@ -70,8 +70,10 @@ func PackGlobal(fs []*Features, d int) *data.Regions {
 }
 
 // extractEach loads and extracts every item with workers goroutines
-// (their features in order, nil for an image it could not read, whose
-// reason is in skipped). An unreadable image is logged and skipped; the
+// (their features in order, nil for an image it could not read or that
+// has no region, whose reason is in skipped). An unreadable image, and
+// one without a region (Options.NoFill, nothing detected), is logged and
+// skipped; the
 // first error of the detector stops the others and is returned, as is
 // ctx's error once it is cancelled. bar, if not nil, counts the images.
 func extractEach(ctx context.Context, e *Extractor, items []Item, workers int, lim Limits, bar *progress.Bar) (feats []*Features, skipped []string, err error) {
@@ -106,6 +108,16 @@ func extractEach(ctx context.Context, e *Extractor, items []Item, workers int, l
 					}
 					mu.Unlock()
 					cancel()
+					continue
+				}
+				if len(f.Boxes) == 0 {
+					// Options.NoFill with nothing detected: an image
+					// without a region has no vector, and would score 0
+					// against every caption.
+					err := fmt.Errorf("extract %s: no region: nothing was detected at the minimum score, and the slots are not filled: an image without a region has no vector to search or train on", items[i].Path)
+					slog.Warn("extract: skipping an image without regions", "file", items[i].Path)
+					skipped[i] = err.Error()
+					bar.Add(1)
 					continue
 				}
 				feats[i] = f

@@ -63,7 +63,9 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 	if o != nil {
 		lo.Layout, lo.Dsub, lo.Coder = o.Layout, o.Dsub, o.Coder
 	}
-	w.SetLayout(lo)
+	if err := w.SetLayout(lo); err != nil {
+		return nil, err
+	}
 	st, err := Encode(ctx, m, c, w, o)
 	if err != nil {
 		return nil, err

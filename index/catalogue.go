@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/url"
 	"runtime"
 	"strings"
 
+	"github.com/xmr-project/xmr/internal/infile"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver: no cgo, no server
 )
 
@@ -48,6 +50,9 @@ type catalogue struct {
 
 // openCatalogue opens (creating when create is set) the database at path.
 func openCatalogue(path string, create bool) (*catalogue, error) {
+	if err := checkCatalogueFiles(path, create); err != nil {
+		return nil, err
+	}
 	mode := "ro"
 	if create {
 		mode = "rwc"
@@ -81,6 +86,30 @@ func openCatalogue(path string, create bool) (*catalogue, error) {
 }
 
 func (c *catalogue) close() error { return c.db.Close() }
+
+// checkCatalogueFiles refuses a catalogue, or a journal that SQLite would
+// open beside it (-journal, -wal, -shm), that is not a regular file. The
+// SQLite library opens them with a plain open(2), which for a FIFO
+// without a writer blocks for good, deaf to contexts and to SIGTERM; this
+// check opens each as every other input is opened (internal/infile: non-
+// blocking, then fstat), so a FIFO is refused at once, naming it. The
+// journals may be missing, and so may the catalogue when it is created.
+// (A file swapped for a FIFO between this check and SQLite's open is not
+// caught: that takes a writer in the directory racing the reader, not a
+// damaged or hostile index.)
+func checkCatalogueFiles(path string, create bool) error {
+	for _, p := range []string{path, path + "-journal", path + "-wal", path + "-shm"} {
+		f, err := infile.Open(p)
+		if errors.Is(err, fs.ErrNotExist) && (p != path || create) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("open catalogue: %w", err)
+		}
+		f.Close()
+	}
+	return nil
+}
 
 // ImageRow is what the catalogue holds about an image.
 type ImageRow struct {

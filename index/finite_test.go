@@ -3,6 +3,7 @@ package index
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
@@ -144,18 +145,39 @@ func forgeSegment(t *testing.T, path string, edit func(h *segmentHeader, b []byt
 	if err != nil {
 		t.Fatal(err)
 	}
+	if b, err = forgeBytes(b, edit); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forgeBytes is forgeSegment on the bytes b of a segment file, which it
+// edits in place and returns.
+func forgeBytes(b []byte, edit func(h *segmentHeader, b []byte)) ([]byte, error) {
 	hl := binary.LittleEndian.Uint32(b[12:])
 	var h segmentHeader
 	if err := json.Unmarshal(b[segPrefix:segPrefix+int64(hl)], &h); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	edit(&h, b)
-	hb, _ := json.Marshal(h)
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	room := int64(len(b)) - segPrefix // the header ends where the first section starts
+	for _, sec := range h.Sections {
+		if sec.Size > 0 {
+			room = min(room, sec.Offset-segPrefix)
+		}
+	}
+	if int64(len(hb)) > room {
+		return nil, fmt.Errorf("the forged header of %d bytes does not fit in the %d before the sections", len(hb), room)
+	}
 	clear(b[segPrefix : segPrefix+int64(hl)])
 	copy(b[segPrefix:], hb)
 	binary.LittleEndian.PutUint32(b[12:], uint32(len(hb)))
 	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(hb, crcTable))
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return b, nil
 }

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,9 +104,19 @@ func readManifest(dir string) (*Manifest, error) {
 	if m.Version != Version {
 		return nil, fmt.Errorf("index %s: layout version %d; this xmr reads version %d: rebuild the index with this xmr", dir, m.Version, Version)
 	}
-	for _, s := range append(append([]SegmentRef{}, m.Images...), m.Captions...) {
-		if s.File == "" || filepath.Base(s.File) != s.File {
-			return nil, fmt.Errorf("index %s: %s: segment file %q is not a plain name in the directory", dir, manifestFile, s.File)
+	for _, refs := range [][]SegmentRef{m.Images, m.Captions} {
+		// Item numbers run on from one segment to the next: their sums
+		// must not wrap around (each segment's own counts are checked
+		// against its header when it is opened).
+		items, vectors := 0, 0
+		for _, s := range refs {
+			if s.File == "" || filepath.Base(s.File) != s.File {
+				return nil, fmt.Errorf("index %s: %s: segment file %q is not a plain name in the directory", dir, manifestFile, s.File)
+			}
+			if s.Items < 0 || s.Vectors < 0 || s.Items > math.MaxInt32 || s.Vectors > math.MaxInt32 || items > math.MaxInt-s.Items || vectors > math.MaxInt-s.Vectors {
+				return nil, fmt.Errorf("index %s: %s: segment %s: %d items and %d vectors: want 0 to %d of each, and totals an int holds", dir, manifestFile, s.File, s.Items, s.Vectors, math.MaxInt32)
+			}
+			items, vectors = items+s.Items, vectors+s.Vectors
 		}
 	}
 	if m.Model.Dim <= 0 || m.Model.Scoring == "" {
@@ -168,33 +179,8 @@ func Open(ctx context.Context, dir string, o *OpenOptions) (*Index, error) {
 	}
 	skip := o != nil && o.SkipChecksums
 	ix := &Index{dir: dir, man: man}
-	open := func(refs []SegmentRef, modality string) ([]*segment, error) {
-		var out []*segment
-		for _, r := range refs {
-			if err := ctx.Err(); err != nil {
-				return out, fmt.Errorf("stopped before segment %s: %w", r.File, err)
-			}
-			s, err := openSegment(filepath.Join(dir, r.File), skip)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, s)
-			h := s.header
-			switch {
-			case h.Modality != modality:
-				return out, fmt.Errorf("segment %s holds %s, the manifest lists it among the %s", r.File, h.Modality, modality)
-			case h.Items != r.Items || h.Vectors != r.Vectors:
-				return out, fmt.Errorf("segment %s holds %d items and %d vectors, the manifest says %d and %d", r.File, h.Items, h.Vectors, r.Items, r.Vectors)
-			case h.Dim != man.Model.Dim:
-				return out, fmt.Errorf("segment %s has %d-d vectors, the index's model %d-d", r.File, h.Dim, man.Model.Dim)
-			case h.Model != man.Model.Fingerprint:
-				return out, fmt.Errorf("segment %s was encoded by model %s, the index's model is %s", r.File, h.Model, man.Model.Fingerprint)
-			}
-		}
-		return out, nil
-	}
-	if ix.images, err = open(man.Images, "images"); err == nil {
-		ix.captions, err = open(man.Captions, "captions")
+	if ix.images, err = openRefs(ctx, dir, man, man.Images, "images", skip); err == nil {
+		ix.captions, err = openRefs(ctx, dir, man, man.Captions, "captions", skip)
 	}
 	if err == nil {
 		markSharedCentroids(ix.images)
@@ -221,6 +207,35 @@ func Open(ctx context.Context, dir string, o *OpenOptions) (*Index, error) {
 		return nil, fmt.Errorf("index %s: %w", dir, err)
 	}
 	return ix, nil
+}
+
+// openRefs opens the segments refs of modality that man lists, checking
+// each against the manifest. On an error it returns those it opened
+// (which the caller closes) with it; it checks ctx before each segment.
+func openRefs(ctx context.Context, dir string, man *Manifest, refs []SegmentRef, modality string, skipCRC bool) ([]*segment, error) {
+	var out []*segment
+	for _, r := range refs {
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("stopped before segment %s: %w", r.File, err)
+		}
+		s, err := openSegment(filepath.Join(dir, r.File), skipCRC)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, s)
+		h := s.header
+		switch {
+		case h.Modality != modality:
+			return out, fmt.Errorf("segment %s holds %s, the manifest lists it among the %s", r.File, h.Modality, modality)
+		case h.Items != r.Items || h.Vectors != r.Vectors:
+			return out, fmt.Errorf("segment %s holds %d items and %d vectors, the manifest says %d and %d", r.File, h.Items, h.Vectors, r.Items, r.Vectors)
+		case h.Dim != man.Model.Dim:
+			return out, fmt.Errorf("segment %s has %d-d vectors, the index's model %d-d", r.File, h.Dim, man.Model.Dim)
+		case h.Model != man.Model.Fingerprint:
+			return out, fmt.Errorf("segment %s was encoded by model %s, the index's model is %s", r.File, h.Model, man.Model.Fingerprint)
+		}
+	}
+	return out, nil
 }
 
 // checkCatalogue checks that the catalogue lists as many items as the

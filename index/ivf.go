@@ -76,6 +76,16 @@ func (v *ivfView) check(offsets []int) error {
 			prev = x
 		}
 	}
+	// Every vector once: the lists hold as many entries as vectors, so a
+	// vector listed twice (under two cells) leaves another unlisted, and
+	// a search that prunes by the lists never meets it.
+	seen := make([]uint64, (nv+63)/64)
+	for _, x := range v.vecs {
+		if seen[x/64]&(1<<(x%64)) != 0 {
+			return fmt.Errorf("section %q: vector %d is listed twice, so another is in no list: corrupt or forged file", secIVFVectors, x)
+		}
+		seen[x/64] |= 1 << (x % 64)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -19,10 +20,11 @@ import (
 // (at most once per LiveCheckEvery) whether manifest.json changed, and if
 // so opens the new generation; calls already running finish on the
 // generation they started with, which is closed when the last of them
-// returns. A new generation that fails to open is logged once and the
-// previous one stays in service. A generation opens (its checksums
-// verified, unless the options skip them) while the other calls go on
-// with the one in service. Live is safe for concurrent use.
+// returns. A new generation that fails to open (an error, or a panic
+// while opening it) is logged once and the previous one stays in
+// service; a later publish is opened as usual. A generation opens (its
+// checksums verified, unless the options skip them) while the other
+// calls go on with the one in service. Live is safe for concurrent use.
 type Live struct {
 	dir  string
 	opts *OpenOptions
@@ -110,17 +112,23 @@ func (l *Live) acquire(ctx context.Context) (*generation, error) {
 // refresh opens the published generation when the manifest changed since
 // the current one was opened, and puts it in service.
 func (l *Live) refresh(ctx context.Context) {
+	// However this ends, the next due call checks again: a refresh left
+	// marked as under way would stop the following for good.
+	defer func() {
+		l.mu.Lock()
+		l.refreshing = false
+		l.mu.Unlock()
+	}()
 	l.mu.Lock()
 	known, failed := l.stamp, l.failed
 	l.mu.Unlock()
 	var ix *Index
 	stamp, err := stampOf(l.dir)
 	if err == nil && stamp != known && stamp != failed {
-		ix, err = Open(ctx, l.dir, l.opts)
+		ix, err = l.openGeneration(ctx)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.refreshing = false
 	switch {
 	case ix == nil && err != nil && stamp != (manifestStamp{}) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		l.failed = stamp
@@ -140,6 +148,26 @@ func (l *Live) refresh(ctx context.Context) {
 	if old.refs == 0 {
 		old.ix.Close()
 	}
+}
+
+// openIndex is Open; tests replace it to make opening fail in ways that
+// Open's own checks leave no file to cause.
+var openIndex = Open
+
+// openGeneration opens the directory's published generation as Open
+// does, and turns a panic while opening it into an error: whatever a new
+// generation's files hold, the calls go on with the generation in
+// service, and later publishes are still followed. (What a panicking
+// Open had mapped stays mapped: a panic is a bug, and this keeps the
+// server up until it is fixed.)
+func (l *Live) openGeneration(ctx context.Context) (ix *Index, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("opening the index's new generation panicked", "index", l.dir, "panic", r, "stack", string(debug.Stack()))
+			ix, err = nil, fmt.Errorf("open index %s: panic: %v", l.dir, r)
+		}
+	}()
+	return openIndex(ctx, l.dir, l.opts)
 }
 
 // release ends a call on g, closing g when it was retired and this was

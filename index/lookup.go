@@ -106,9 +106,17 @@ func match(ctx context.Context, img *model.Embeddings, boxes [][4]float32, txt *
 	if err != nil {
 		return nil, fmt.Errorf("align: %w", err)
 	}
+	if !isFinite(sc[0]) {
+		return nil, fmt.Errorf("align: the pair scores %v, not a finite number: the index holds values no model produces (damaged or forged): rebuild it", sc[0])
+	}
 	m := &Match{Score: sc[0], Alignments: []Alignment{}}
 	if img.Count(0) > 0 && txt.Count(0) > 0 {
 		m.Alignments = explain(model.MatchWords(img, 0, txt, 0), words, boxes)
+	}
+	for _, a := range m.Alignments {
+		if !isFinite(a.Cosine) {
+			return nil, fmt.Errorf("align: word %q's best region has cosine %v, not a finite number: the index holds values no model produces (damaged or forged): rebuild it", a.Word, a.Cosine)
+		}
 	}
 	return m, nil
 }

@@ -70,7 +70,7 @@ func TestLookups(t *testing.T) {
 			t.Errorf("error %v, want ErrNotFound", err)
 		}
 	}
-	for _, q := range []string{"", "   ", "\t\n"} {
+	for _, q := range []string{"", "   ", "\t\n", "\ufeff\u200b", "\u200b \u2060"} {
 		_, err := ix.SearchText(ctx, q, nil)
 		_, aerr := ix.Align(ctx, id, q, nil)
 		if !errors.Is(err, ErrBadQuery) || !errors.Is(aerr, ErrBadQuery) {

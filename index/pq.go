@@ -440,11 +440,16 @@ func (sc *pqScratch) score(v *pqView, q *pqQuery, s model.Scoring, queryIsText b
 	}
 }
 
-// checkPQ checks a segment header's product-quantiser shape.
-func checkPQ(h *segmentHeader) error {
+// checkPQ checks the product-quantiser shape of the header of a segment of
+// format version (segVersion or segVersionResidual).
+func checkPQ(h *segmentHeader, version uint32) error {
 	p := h.PQ
 	if p == nil {
-		return fmt.Errorf("header: no \"pq\" shape (format version %d has product-quantised codes)", segVersion)
+		what := "product-quantised codes"
+		if version == segVersionResidual {
+			what = "product-quantised residuals"
+		}
+		return fmt.Errorf("header: no \"pq\" shape (format version %d has %s)", version, what)
 	}
 	if p.Directions != 0 {
 		if p.Directions < 0 || p.Directions > min(h.Dim, p.Subspaces) || p.Dsub != 1 || p.Subspaces < 4 || p.Subspaces%4 != 0 || p.Subspaces > pqMaxSubspaces {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -322,6 +323,7 @@ func FuzzParseSegment(f *testing.F) {
 	}
 	f.Add(seed)
 	f.Add(seed[:len(seed)/2])
+	whole := [][]byte{seed} // the seeds of each format, for the forged ones below
 	// A compressed segment (format version 3).
 	qz := quantizerFor(items)
 	vecs := items.Vecs[:items.Offsets[items.Len()]*items.Dim]
@@ -340,6 +342,22 @@ func FuzzParseSegment(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(seed)
+		whole = append(whole, seed)
+	}
+	// Forged headers, their checksum valid: items or vectors of 2^62 + n
+	// made every section size wrap around int64 and equal the real one,
+	// and the parser indexed past the offsets.
+	for _, seed := range whole {
+		for _, edit := range []func(h *segmentHeader){
+			func(h *segmentHeader) { h.Items += 1 << 62 },
+			func(h *segmentHeader) { h.Vectors += 1 << 62 },
+		} {
+			forged, err := forgeBytes(slices.Clone(seed), func(h *segmentHeader, _ []byte) { edit(h) })
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(forged)
+		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < segPrefix {

@@ -324,6 +324,41 @@ func (v *resView) check(items int) error {
 			prev = it
 		}
 	}
+	return v.checkCover(items)
+}
+
+// checkCover checks that the cells' lists are exactly those cellLists
+// makes of the vectors' cells: each item listed under every cell that
+// one of its vectors is filed under, and under no other. A search finds
+// items only through the lists of the cells it probes, so an item left
+// out of one (a list emptied, with its offsets and the header's entries
+// made to match) is never found there. The lists ascend (check), so one
+// walk over the items in order, with a cursor per list, compares them.
+func (v *resView) checkCover(items int) error {
+	next := slices.Clone(v.listOff[:v.cells]) // each list's next entry
+	seen := make([]int32, v.cells)            // item+1 that last met the cell
+	for it := 0; it < items; it++ {
+		for x := v.offsets[it]; x < v.offsets[it+1]; x++ {
+			c := v.cellOf[x]
+			if seen[c] == int32(it+1) {
+				continue
+			}
+			seen[c] = int32(it + 1)
+			k := next[c]
+			if k < v.listOff[c+1] && v.listItems[k] < int32(it) {
+				return fmt.Errorf("section %q: cell %d lists item %d, which has no vector in it", secIVFItems, c, v.listItems[k])
+			}
+			if k == v.listOff[c+1] || v.listItems[k] != int32(it) {
+				return fmt.Errorf("section %q: cell %d does not list item %d, whose vector %d is filed under it (section %q): corrupt or forged file", secIVFItems, c, it, x, secCells)
+			}
+			next[c]++
+		}
+	}
+	for c, k := range next {
+		if k < v.listOff[c+1] {
+			return fmt.Errorf("section %q: cell %d lists item %d, which has no vector in it", secIVFItems, c, v.listItems[k])
+		}
+	}
 	return nil
 }
 

@@ -3,9 +3,11 @@ package index
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/xmr-project/xmr/model"
+	xtext "github.com/xmr-project/xmr/text"
 )
 
 // SearchOptions tune a search. The zero value (and nil) returns the 10
@@ -157,8 +159,8 @@ func (ix *Index) SearchText(ctx context.Context, text string, o *SearchOptions) 
 // index's model. A query that is empty, or has no word that the alignment
 // scoring s can use, is an error wrapping ErrBadQuery.
 func (ix *Index) encodeText(ctx context.Context, text string, s model.Scoring) (*model.Embeddings, error) {
-	if strings.TrimSpace(text) == "" {
-		return nil, fmt.Errorf("search: empty query text: %w", ErrBadQuery)
+	if xtext.Blank(text) {
+		return nil, fmt.Errorf("search: empty query text (nothing but spaces or invisible characters): %w", ErrBadQuery)
 	}
 	if err := ix.checkScoring(s); err != nil {
 		return nil, err
@@ -256,6 +258,9 @@ func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bo
 	for r, h := range hits {
 		res := Result{Rank: r + 1, Item: h.Index, Score: h.Score}
 		seg, i, _ := locate(segs, h.Index)
+		if !isFinite(h.Score) {
+			return nil, nonFiniteScore(ix.dir, seg, i, h.Score)
+		}
 		if queryIsText {
 			row, err := ix.cat.image(ctx, h.Index)
 			if err != nil {
@@ -275,6 +280,11 @@ func (ix *Index) search(ctx context.Context, q *model.Embeddings, queryIsText bo
 				res.Explain = explain(model.MatchWords(q, 0, seg.item(i), 0), strings.Fields(cp.Text), queryBoxes)
 			}
 		}
+		for _, a := range res.Explain {
+			if !isFinite(a.Cosine) {
+				return nil, nonFiniteScore(ix.dir, seg, i, a.Cosine)
+			}
+		}
 		out = append(out, res)
 	}
 	return out, nil
@@ -291,11 +301,25 @@ func (ix *Index) rank(ctx context.Context, segs []*segment, q *model.Embeddings,
 		total += seg.header.Items
 	}
 	if anyResidual(segs) {
+		// Why the float32 vectors or int8 codes are missing: the whole
+		// index was built compressed, or (an older xmr's --append mixed
+		// layouts) some of its segments were.
+		why, which := "it was built compressed", "its vectors"
+		if !allResidual(segs) {
+			nc := 0
+			for _, seg := range segs {
+				if seg.res != nil {
+					nc++
+				}
+			}
+			why = fmt.Sprintf("%d of the %d segments searched are compressed and the others hold float32 vectors: an append of an older xmr mixed the layouts", nc, len(segs))
+			which = "some of its vectors"
+		}
 		switch {
 		case o != nil && o.Exact:
-			return nil, fmt.Errorf("search --exact: index %s: %w (it was built compressed: search it without --exact, or rebuild it with xmr index --keep-float32)", ix.dir, ErrNoFloat32)
+			return nil, fmt.Errorf("search --exact: index %s: %w (%s: search it without --exact, or rebuild it with xmr index --overwrite --keep-float32)", ix.dir, ErrNoFloat32, why)
 		case o != nil && o.Int8 && s.Alignment():
-			return nil, fmt.Errorf("search --int8: index %s holds no int8 codes of its vectors, only residual codes (it was built compressed): search it without --int8", ix.dir)
+			return nil, fmt.Errorf("search --int8: index %s holds no int8 codes of %s, only residual codes (%s): search it without --int8", ix.dir, which, why)
 		}
 	}
 	// The query's tables for the compressed segments, made once for
@@ -509,6 +533,22 @@ func rescore(ctx context.Context, segs []*segment, cand []model.Hit, q *model.Em
 		top[i].Index = cand[top[i].Index].Index
 	}
 	return top, nil
+}
+
+// isFinite reports whether x is neither NaN nor infinite.
+func isFinite(x float32) bool { return math.Float32bits(x)&0x7f800000 != 0x7f800000 }
+
+// nonFiniteScore is the error for a result whose score is NaN or
+// infinite: scores are sums of products of the numbers a segment holds,
+// which Open bounds (maxMagnitude, unless checksums are skipped), so only
+// a damaged or forged segment gives one. A search returns it rather than
+// the score, which would rank nothing and fail to encode as JSON.
+func nonFiniteScore(dir string, seg *segment, row int, score float32) error {
+	where := "a segment"
+	if seg != nil {
+		where = fmt.Sprintf("row %d of segment %s", row, seg.path)
+	}
+	return fmt.Errorf("search: index %s: %s scores %v, not a finite number: the segment holds values no model produces (damaged or forged): rebuild the index", dir, where, score)
 }
 
 // explain names the words of matches and the boxes of their regions; a

@@ -164,21 +164,23 @@ func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *q
 	return writeSections(path, &h, segVersion, arrays)
 }
 
-// checkFinite refuses embeddings with a NaN or an infinity, which score
-// nothing a reader can rank (and fail to encode as JSON), naming the item.
+// checkFinite refuses embeddings with a NaN, an infinity or an element
+// beyond ±maxMagnitude, which score nothing a reader can rank (and fail
+// to encode as JSON), naming the item: a segment that Open would refuse
+// is never written.
 func checkFinite(path, modality string, e *model.Embeddings) error {
 	n, d := e.Len(), e.Dim
 	first, last := 0, 0
 	if n > 0 {
 		first, last = e.Offsets[0], e.Offsets[n]
 	}
-	if k, ok := firstNonFinite(e.Global[:n*d]); ok {
-		return fmt.Errorf("write %s: %s item %d: global vector element %d is %v; the model's %s vectors must be finite",
-			path, modality, k/d, k%d, e.Global[k], modality)
+	if k, ok := firstBeyond(e.Global[:n*d]); ok {
+		return fmt.Errorf("write %s: %s item %d: global vector element %d is %v; the model's %s vectors must be finite, within ±%g",
+			path, modality, k/d, k%d, e.Global[k], modality, maxMagnitude)
 	}
-	if k, ok := firstNonFinite(e.Vecs[first*d : last*d]); ok {
-		return fmt.Errorf("write %s: %s item %d: vector %d element %d is %v; the model's %s vectors must be finite",
-			path, modality, itemOf(e.Offsets[:n+1], first+k/d), first+k/d, k%d, e.Vecs[first*d+k], modality)
+	if k, ok := firstBeyond(e.Vecs[first*d : last*d]); ok {
+		return fmt.Errorf("write %s: %s item %d: vector %d element %d is %v; the model's %s vectors must be finite, within ±%g",
+			path, modality, itemOf(e.Offsets[:n+1], first+k/d), first+k/d, k%d, e.Vecs[first*d+k], modality, maxMagnitude)
 	}
 	return nil
 }
@@ -363,69 +365,90 @@ func (s *segment) parse(skipCRC bool) error {
 	if h.Items < 0 || h.Vectors < 0 || h.Dim <= 0 || h.Dim > 1<<20 {
 		return fmt.Errorf("header: %d items, %d vectors, dimension %d", h.Items, h.Vectors, h.Dim)
 	}
+	// Every count is bounded by the bytes that must hold it before any
+	// size is computed from it: a forged count (items = 2^62 + n, the
+	// header's checksum made valid) made the sizes below wrap around
+	// int64 and equal those of the real sections, and a search then
+	// indexed past them.
+	if err := checkCounts(h, int64(len(b))); err != nil {
+		return err
+	}
 	// A segment's cells are its collection's quantizer's, trained on the
 	// first batch: a later, smaller segment may have fewer vectors than
 	// cells.
 	if h.Cells < 0 || h.Cells > 1<<16 {
 		return fmt.Errorf("header: inverted file of %d cells (want 0 to 65,536)", h.Cells)
 	}
-	want := map[string]int64{
-		secOffsets: 8 * int64(h.Items+1),
-		secPos:     4 * int64(h.Vectors),
-		secGlobal:  4 * int64(h.Items) * int64(h.Dim),
-		secVectors: 4 * int64(h.Vectors) * int64(h.Dim),
-		secCodes:   int64(h.Vectors) * int64(codeDim(h.Dim)),
-		secScales:  4 * int64(h.Vectors),
-		secSketch:  8 * int64(h.Items) * int64(sketchWords(h.Dim)),
-		secGCodes:  int64(h.Items) * int64(codeDim(h.Dim)),
-		secGScales: 4 * int64(h.Items),
+	// The sizes the counts imply. With the counts bounded (2^31 - 1
+	// items and vectors, 2^20 dimensions, 2^16 cells, 512 subspaces) no
+	// product exceeds 2^53; each is checked for overflow all the same
+	// (-1: overflowed, refused below), so that no looser bound can bring
+	// the wrap back.
+	want := map[string]int64{}
+	need := func(name string, factors ...int64) {
+		n, ok := mulSize(factors...)
+		if !ok {
+			n = -1
+		}
+		want[name] = n
 	}
+	items, vectors, dim := int64(h.Items), int64(h.Vectors), int64(h.Dim)
+	need(secOffsets, 8, items+1)
+	need(secPos, 4, vectors)
+	need(secGlobal, 4, items, dim)
+	need(secVectors, 4, vectors, dim)
+	need(secCodes, vectors, int64(codeDim(h.Dim)))
+	need(secScales, 4, vectors)
+	need(secSketch, 8, items, int64(sketchWords(h.Dim)))
+	need(secGCodes, items, int64(codeDim(h.Dim)))
+	need(secGScales, 4, items)
+	blocks := int64(pqBlocks(h.Vectors))
 	if compressed {
 		if h.Cells <= 0 || h.Lists < 0 || int64(h.Lists) > int64(h.Vectors) {
 			return fmt.Errorf("header: compressed segment with %d cells and %d list entries for %d vectors (want cells > 0, entries at most the vectors)", h.Cells, h.Lists, h.Vectors)
 		}
-		if err := checkPQ(h); err != nil {
+		if err := checkPQ(h, version); err != nil {
 			return err
 		}
 		delete(want, secGlobal)
 		delete(want, secVectors)
 		delete(want, secCodes)
 		delete(want, secScales)
-		want[secIVFCentroids] = 4 * int64(h.Cells) * int64(h.Dim)
-		want[secIVFOffsets] = 8 * int64(h.Cells+1)
-		want[secIVFItems] = 4 * int64(h.Lists)
-		want[secCells] = 2 * int64(h.Vectors)
-		want[secAlphas] = int64(h.Vectors)
-		want[secResCodebook] = 4 * int64(h.PQ.Subspaces) * pqCentroids * int64(h.PQ.Dsub)
-		want[secResCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(h.PQ.Subspaces)
+		need(secIVFCentroids, 4, int64(h.Cells), dim)
+		need(secIVFOffsets, 8, int64(h.Cells)+1)
+		need(secIVFItems, 4, int64(h.Lists))
+		need(secCells, 2, vectors)
+		need(secAlphas, vectors)
+		need(secResCodebook, 4, int64(h.PQ.Subspaces), pqCentroids, int64(h.PQ.Dsub))
+		need(secResCodes, blocks, 16, int64(h.PQ.Subspaces))
 		if h.PQ.Directions > 0 {
-			want[secResDirs] = 4 * int64(h.PQ.Directions) * int64(h.Dim)
-			want[secResDirOf] = 2 * int64(h.PQ.Subspaces)
+			need(secResDirs, 4, int64(h.PQ.Directions), dim)
+			need(secResDirOf, 2, int64(h.PQ.Subspaces))
 		}
 		if c := h.Coarse; c != nil {
 			if !c.fits(h.Dim) {
 				return fmt.Errorf("header: coarse product quantiser of %d subspaces of %d elements does not fit dimension %d", c.Subspaces, c.Dsub, h.Dim)
 			}
-			want[secCoarseCodebook] = 4 * int64(c.Subspaces) * pqCentroids * int64(c.Dsub)
-			want[secCoarseCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(c.Subspaces)
+			need(secCoarseCodebook, 4, int64(c.Subspaces), pqCentroids, int64(c.Dsub))
+			need(secCoarseCodes, blocks, 16, int64(c.Subspaces))
 		}
 	} else if h.Coarse != nil {
 		return fmt.Errorf("header: coarse codes in a segment of format version %d, which has none", version)
 	} else if h.Cells > 0 {
-		want[secIVFCentroids] = 4 * int64(h.Cells) * int64(h.Dim)
-		want[secIVFOffsets] = 8 * int64(h.Cells+1)
-		want[secIVFVectors] = 4 * int64(h.Vectors)
-		want[secIVFItems] = 4 * int64(h.Vectors)
+		need(secIVFCentroids, 4, int64(h.Cells), dim)
+		need(secIVFOffsets, 8, int64(h.Cells)+1)
+		need(secIVFVectors, 4, vectors)
+		need(secIVFItems, 4, vectors)
 	}
 	if version == segVersion {
-		if err := checkPQ(h); err != nil {
+		if err := checkPQ(h, version); err != nil {
 			return err
 		}
 		if h.PQ.Directions != 0 {
 			return fmt.Errorf("header: a direction coder in format version %d, which has none", segVersion)
 		}
-		want[secPQCodebook] = 4 * int64(h.PQ.Subspaces) * pqCentroids * int64(h.PQ.Dsub)
-		want[secPQCodes] = int64(pqBlocks(h.Vectors)) * 16 * int64(h.PQ.Subspaces)
+		need(secPQCodebook, 4, int64(h.PQ.Subspaces), pqCentroids, int64(h.PQ.Dsub))
+		need(secPQCodes, blocks, 16, int64(h.PQ.Subspaces))
 	}
 	raw := map[string][]byte{}
 	names := make([]string, 0, len(want))
@@ -435,6 +458,9 @@ func (s *segment) parse(skipCRC bool) error {
 	sort.Strings(names) // the same error every time for a file with several faults
 	for _, name := range names {
 		size := want[name]
+		if size < 0 {
+			return fmt.Errorf("header: section %q of %d items and %d vectors at dimension %d would need more bytes than an int64 counts: corrupt or forged header", name, h.Items, h.Vectors, h.Dim)
+		}
 		sec, ok := h.Sections[name]
 		if !ok {
 			return fmt.Errorf("section %q missing", name)
@@ -515,13 +541,19 @@ func (s *segment) parse(skipCRC bool) error {
 		s.ivf = v
 	}
 	// The float sections were checked against their CRCs, which a writer
-	// computes over whatever it wrote: they are scanned for NaN and
-	// infinities too (with the CRCs, as both read every byte).
+	// computes over whatever it wrote: they are scanned for NaN,
+	// infinities and magnitudes no model produces (maxMagnitude) too
+	// (with the CRCs, as both read every byte).
 	if !skipCRC {
 		for _, name := range []string{secGlobal, secVectors, secScales, secGScales, secIVFCentroids, secPQCodebook, secResCodebook, secResDirs, secCoarseCodebook} {
 			v := sliceOf[float32](raw[name])
-			if k, ok := firstNonFinite(v); ok {
+			k, ok := firstBeyond(v)
+			switch {
+			case !ok:
+			case math.IsNaN(float64(v[k])) || math.IsInf(float64(v[k]), 0):
 				return fmt.Errorf("section %q: element %d is %v; an index holds finite numbers only: rebuild it", name, k, v[k])
+			default:
+				return fmt.Errorf("section %q: element %d is %g, beyond the ±%g that a model's unit vectors and what is derived from them stay within: corrupt or forged file: rebuild it", name, k, v[k], maxMagnitude)
 			}
 		}
 	}
@@ -586,10 +618,34 @@ func (s *segment) close() error {
 
 func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
-// firstNonFinite returns the index of the first NaN or infinity of v.
-func firstNonFinite(v []float32) (int, bool) {
+// maxMagnitude bounds every number that a segment stores as float32.
+// Every vector a model encodes is L2-normalised (TERAN's and TERN's
+// region, word and global vectors, SEAM's, MEMBER's), so its elements
+// lie in [-1, 1], and so do what a build derives from them: the inverted
+// file's unit centroids, product-quantiser centroids (means of parts of
+// unit vectors), residuals v - a c and their codebooks and direction
+// levels (|v - a c| <= 1 for the cosine a of unit v and c, a little more
+// once a is rounded to 127ths), principal directions (unit rows) and
+// int8 scales (max |x| / 127). A bound of 1024 leaves a factor of 500
+// over what a trained model reaches, yet keeps every score finite and
+// meaningful: by Cauchy-Schwarz a stored vector of d <= 2^20 elements
+// within ±1024 has a dot product with a unit query vector of at most
+// 1024 sqrt(d) = 2^20, and summed over the words of any query still far
+// below float32's 3.4e38. Values beyond it (3e38 in the centroids or a
+// codebook gave scores of ±Inf or 6e35) can only come from a damaged or
+// forged file.
+const maxMagnitude float32 = 1024
+
+// maxMagnitudeBits is maxMagnitude as float32 bits: an element is beyond
+// it, or NaN, or infinite, exactly when its bits without the sign are
+// greater.
+var maxMagnitudeBits = math.Float32bits(maxMagnitude)
+
+// firstBeyond returns the index of the first element of v that is NaN,
+// infinite, or of magnitude above maxMagnitude.
+func firstBeyond(v []float32) (int, bool) {
 	for i, x := range v {
-		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
+		if math.Float32bits(x)&0x7fffffff > maxMagnitudeBits {
 			return i, true
 		}
 	}
@@ -658,4 +714,38 @@ func checkOverlap(secs map[string]section, want map[string]int64) error {
 		}
 	}
 	return nil
+}
+
+// checkCounts bounds a header's item and vector counts by the size of
+// its file (every item takes 8 bytes of offsets, every vector 4 bytes of
+// positions) and by the int32 numbers that the inverted file stores, so
+// that no size computed from them can wrap around.
+func checkCounts(h *segmentHeader, fileSize int64) error {
+	const forged = "corrupt or forged header"
+	switch {
+	case int64(h.Items) >= fileSize/8:
+		return fmt.Errorf("header: \"items\" is %d, more than the %d-byte file can hold (8 bytes of offsets each): %s", h.Items, fileSize, forged)
+	case int64(h.Vectors) > fileSize/4:
+		return fmt.Errorf("header: \"vectors\" is %d, more than the %d-byte file can hold (4 bytes of positions each): %s", h.Vectors, fileSize, forged)
+	case h.Items > math.MaxInt32 || h.Vectors > math.MaxInt32:
+		return fmt.Errorf("header: %d items and %d vectors: a segment holds at most %d of each (the inverted file numbers them in int32): %s", h.Items, h.Vectors, math.MaxInt32, forged)
+	}
+	return nil
+}
+
+// mulSize returns the product of non-negative factors, or false when it
+// does not fit in an int64 (a forged header's counts).
+func mulSize(factors ...int64) (int64, bool) {
+	p := uint64(1)
+	for _, f := range factors {
+		if f < 0 {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(p, uint64(f))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, false
+		}
+		p = lo
+	}
+	return int64(p), true
 }

@@ -47,8 +47,11 @@ type Writer struct {
 	rcb   map[string]*pqCodebook  // per modality, when compressed: the residual quantiser, as qz
 	cc    map[string]*coarseCoder // per modality, when compressed: the coarse codes' quantiser, as qz
 	lay   LayoutOptions
-	lock  *lockfile.Lock
-	done  bool
+	// stored, in an append, says how the index stores each modality's
+	// vectors: the segments the append adds keep that layout.
+	stored map[string]storedLayout
+	lock   *lockfile.Lock
+	done   bool
 }
 
 // NewWriter starts writing to the index in dir with the vectors of model m.
@@ -87,6 +90,9 @@ func newWriter(dir string, m model.Model, mode Mode) (*Writer, error) {
 	case exists && mode == Append:
 		if prev.Model.Fingerprint != w.fp {
 			return nil, fmt.Errorf("index %s was encoded by another model (%s %s), this checkpoint is %s %s: append with the index's model, or overwrite", dir, prev.Model.Name, prev.Model.Fingerprint, m.Name(), w.fp)
+		}
+		if w.stored, err = layoutsOf(context.Background(), dir, prev); err != nil {
+			return nil, err
 		}
 		w.prev = prev
 		w.man = *prev
@@ -275,8 +281,17 @@ func (w *Writer) addSegment(ctx context.Context, modality string, e *model.Embed
 
 // SetLayout says how the segments written from now on store their
 // vectors (the zero LayoutOptions: LayoutAuto, sizes unknown, which keeps
-// float32).
-func (w *Writer) SetLayout(o LayoutOptions) { w.lay = o }
+// float32). An append stores each modality's vectors as the index already
+// does (LayoutAuto follows it): a Layout that asks for the other one is
+// refused with an error saying which layout the index has, and the
+// Writer keeps the layout it had.
+func (w *Writer) SetLayout(o LayoutOptions) error {
+	if err := checkAppendLayout(w.dir, o.Layout, w.stored); err != nil {
+		return err
+	}
+	w.lay = o
+	return nil
+}
 
 // compressed reports whether the next segment of modality is written in
 // the compressed layout.
@@ -286,6 +301,9 @@ func (w *Writer) compressed(modality string) bool {
 		return true
 	case LayoutFloat32:
 		return false
+	}
+	if s := w.stored[modality]; s.segments() > 0 {
+		return s.lastCompressed
 	}
 	total := w.lay.Images
 	if modality == "captions" {
@@ -438,4 +456,96 @@ func isIndexFile(name string) bool {
 	return (strings.HasPrefix(base, "catalogue-") && (strings.HasSuffix(base, ".db") || strings.HasSuffix(base, ".db-journal"))) ||
 		(strings.HasPrefix(base, "model-") && strings.HasSuffix(base, ".safetensors")) ||
 		base == manifestFile
+}
+
+// storedLayout is how an index stores one modality's vectors: how many of
+// its segments hold float32 vectors (format versions 1 and 2) and how
+// many only compressed codes (version 3), and which its last one holds.
+// Both kinds at once come from appends of older versions of xmr.
+type storedLayout struct {
+	float32, compressed int
+	lastCompressed      bool
+}
+
+func (s storedLayout) segments() int { return s.float32 + s.compressed }
+
+// describe says, for an error message, how the modality is stored.
+func (s storedLayout) describe() string {
+	switch {
+	case s.compressed == 0:
+		return "as float32 vectors (with int8 and 4-bit codes)"
+	case s.float32 == 0:
+		return "compressed (codes only, no float32 vectors)"
+	}
+	return fmt.Sprintf("in both layouts (%d segments of float32 vectors, %d compressed)", s.float32, s.compressed)
+}
+
+// layoutsOf opens the published segments of man, the index in dir (their
+// headers and structure, not their checksums: an append does not read
+// their vectors), and returns how each modality is stored. A segment
+// that does not open is an error: an append onto it would publish it
+// again.
+func layoutsOf(ctx context.Context, dir string, man *Manifest) (map[string]storedLayout, error) {
+	out := map[string]storedLayout{}
+	for _, m := range []struct {
+		modality string
+		refs     []SegmentRef
+	}{{"images", man.Images}, {"captions", man.Captions}} {
+		segs, err := openRefs(ctx, dir, man, m.refs, m.modality, true)
+		var s storedLayout
+		for _, seg := range segs {
+			if seg.res != nil {
+				s.compressed++
+			} else {
+				s.float32++
+			}
+			s.lastCompressed = seg.res != nil
+			seg.close()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("index %s: cannot append: %w (overwrite replaces the index)", dir, err)
+		}
+		out[m.modality] = s
+	}
+	return out, nil
+}
+
+// checkAppendLayout refuses layout l for an append onto an index that
+// stores a modality in the other layout (stored, from layoutsOf; nil
+// when the Writer does not append). LayoutAuto always passes: it follows
+// the index. An index that already holds both layouts takes either.
+func checkAppendLayout(dir string, l Layout, stored map[string]storedLayout) error {
+	for _, modality := range []string{"images", "captions"} {
+		s := stored[modality]
+		switch {
+		case l == LayoutCompressed && s.float32 > 0 && s.compressed == 0:
+			return fmt.Errorf("index %s stores its %s %s, and an append adds segments in the index's own layout: append without --compress (the new %s are stored as the index's are), or rebuild the whole index compressed with --overwrite --compress", dir, modality, s.describe(), modality)
+		case l == LayoutFloat32 && s.compressed > 0 && s.float32 == 0:
+			return fmt.Errorf("index %s stores its %s %s, and an append adds segments in the index's own layout: append without --keep-float32 (the new %s are stored as the index's are), or rebuild the whole index with float32 vectors with --overwrite --keep-float32", dir, modality, s.describe(), modality)
+		}
+	}
+	return nil
+}
+
+// CheckAppend reports why an append in layout l to the index in dir
+// would be refused: a published segment that does not open (its header
+// and structure; checksums are not read), or a layout other than the one
+// the index stores its images or captions in. It returns nil when dir
+// holds no index yet (an append creates one), and an unreadable manifest
+// as NewWriter does. NewWriter and Writer.SetLayout check the same when
+// they run; a command calls CheckAppend to refuse before it encodes
+// anything.
+func CheckAppend(ctx context.Context, dir string, l Layout) error {
+	man, err := readManifest(dir)
+	if errors.Is(err, ErrNotIndex) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w (overwrite replaces it)", err)
+	}
+	stored, err := layoutsOf(ctx, dir, man)
+	if err != nil {
+		return err
+	}
+	return checkAppendLayout(dir, l, stored)
 }

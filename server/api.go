@@ -213,7 +213,7 @@ func (s *Server) checkText(field, t string) error {
 	switch n := utf8.RuneCountInString(t); {
 	case !utf8.ValidString(t):
 		return errorf(http.StatusBadRequest, "%s: not valid UTF-8", field)
-	case strings.TrimSpace(t) == "":
+	case text.Blank(t):
 		return errorf(http.StatusBadRequest, "%s: required, a sentence describing an image", field)
 	case n > s.opts.MaxQueryChars:
 		return errorf(http.StatusBadRequest, "%s: %d characters, at most %d", field, n, s.opts.MaxQueryChars)

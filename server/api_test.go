@@ -186,6 +186,7 @@ func TestErrors(t *testing.T) {
 		{"POST", "/api/search/text", ``, 400, "empty request body"},
 		{"POST", "/api/search/text", `{}`, 400, "text: required"},
 		{"POST", "/api/search/text", `{"text": "  \t "}`, 400, "text: required"},
+		{"POST", "/api/search/text", `{"text": "\ufeff\u200b \u2060"}`, 400, "text: required"}, // nothing visible: text.Blank
 		{"POST", "/api/search/text", `{"text": "` + long + `"}`, 400, "text: 2200 characters, at most 1000"},
 		{"POST", "/api/search/text", `{"text": "` + huge + `"}`, 413, "request body larger than 65536 bytes"},
 		{"POST", "/api/search/text", `{"text": "a circle", "k": -1}`, 400, "k: want a number of results from 1 to 100, got -1"},

@@ -117,7 +117,7 @@ func newGatedImageQuery(t *testing.T) *gatedImageQuery {
 }
 
 func (g *gatedImageQuery) query(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
-	w, h, _ := declaredSize(b)
+	w, h, _, _ := declaredSize(b)
 	g.mu.Lock()
 	g.inside++
 	g.pixels += int64(w * h)

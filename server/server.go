@@ -51,7 +51,8 @@ type Options struct {
 	// ShutdownTimeout bounds the drain once Serve's context is cancelled
 	// (0: 15 s, more than the default SearchTimeout, within which every
 	// request already accepted, waiting for its turn or running, ends);
-	// then the connections still open are closed.
+	// then the uploads still decoding are cancelled and the connections
+	// still open are closed.
 	ShutdownTimeout time.Duration
 	// Logger receives the access log and errors (nil: slog.Default()).
 	Logger *slog.Logger
@@ -125,6 +126,12 @@ type Server struct {
 
 	draining atomic.Bool // set when shutdown begins
 
+	// aborted is done once the shutdown timeout has passed: the uploads
+	// still in flight are cancelled with it (their decoding stops), so
+	// that Serve returns within the timeout and a small margin.
+	aborted context.Context
+	abort   context.CancelFunc
+
 	// searching, when set (by tests), is called by each search once it
 	// holds its turn, with the search's context.
 	searching func(ctx context.Context)
@@ -142,6 +149,7 @@ func New(ix index.Searcher, o *Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{ix: ix, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pixels: newPixelBudget(opts.UploadPixelBudget)}
+	s.aborted, s.abort = context.WithCancel(context.Background())
 	if opts.Images != "" {
 		f, err := openImageFiles(opts.Images)
 		if err != nil {
@@ -154,8 +162,10 @@ func New(ix index.Searcher, o *Options) (*Server, error) {
 	return s, nil
 }
 
-// Close releases the image directory. It does not close the index.
+// Close releases the image directory and cancels the uploads still in
+// flight. It does not close the index.
 func (s *Server) Close() error {
+	s.abort()
 	if s.images != nil {
 		return s.images.root.Close()
 	}
@@ -172,8 +182,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // connections at once, lets every request already accepted finish with
 // its answer (those waiting for a turn included), each on a connection
 // then closed, and returns nil as the last connection closes. After
-// Options.ShutdownTimeout it closes the connections still open and
-// returns an error that counts them. It returns the error if serving
+// Options.ShutdownTimeout it cancels the uploads still in flight (their
+// decoding stops), closes the connections still open and returns an
+// error that counts them. It returns the error if serving
 // fails. drain.go says what http.Server.Shutdown did instead.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	dl := newDrainListener(ln)
@@ -229,6 +240,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	n, active := conns.open()
+	// Cancel the uploads still in flight: a request's own context ends
+	// when its connection closes only once its body was read to the end
+	// (a multipart upload's need not be), and the decode then stops.
+	s.abort()
 	hs.Close()
 	s.opts.Logger.Warn("shutdown: connections still open after the timeout were closed", "connections", n, "answering", active, "timeout", s.opts.ShutdownTimeout)
 	// Their requests' contexts are cancelled now; wait for the handlers

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -22,10 +23,14 @@ import (
 // for the index's model: it decodes the image (refusing what its limits
 // refuse, with an error that wraps ErrBadImage or ErrImageTooLarge),
 // extracts its features and encodes them. Package extract does it for
-// xmr serve. The server calls it holding, from Options.UploadPixelBudget,
-// the pixels that the image's header declares (a JPEG's or a PNG's, read
-// with image.DecodeConfig); an image whose header does not parse holds
-// none, and ImageQuery must refuse it before decoding a pixel.
+// xmr serve. It must return promptly, with the context's error, once ctx
+// is done (the search timeout, the client gone, the shutdown timeout),
+// even while the image decodes. The server calls it holding, from
+// Options.UploadPixelBudget, the pixels that the image's header declares
+// (a JPEG's or a PNG's, read with image.DecodeConfig), weighted by the
+// bytes its format needs (see decodeCost); an image whose header does not
+// parse holds none, and ImageQuery must refuse it before decoding a
+// pixel.
 type ImageQuery func(ctx context.Context, image []byte, m model.Model) (*model.Embeddings, error)
 
 // querySearcher is an index that searches by an encoded query: a local
@@ -42,6 +47,28 @@ var (
 
 // DefaultMaxUploadBytes is the default cap on an uploaded image.
 const DefaultMaxUploadBytes = 8 << 20
+
+// The largest upload limits that xmr serve takes. An upload is read into
+// memory whole before it is decoded, so its cap is a gigabyte at most
+// (a camera's largest JPEG is a few tens of megabytes); the pixel budget
+// costs about 7 bytes a pixel while the pixels are decoded, so 2^40
+// pixels (7.7 TB) is beyond any machine. Both keep the sums the server
+// makes of them (a form's headers past the cap, pixels held and wanted)
+// far from the largest int64, where they wrapped: a cap of 2^63-1 made
+// every upload an "empty upload", one less every upload a 413.
+const (
+	MaxUploadBytesCeiling    = 1 << 30
+	UploadPixelBudgetCeiling = 1 << 40
+)
+
+// addCapped returns a+b for a, b >= 0, or math.MaxInt64 where the sum
+// would wrap past it.
+func addCapped(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
 
 // searchUpload answers POST /api/search/upload?k=N: the captions that
 // describe an uploaded image, given as the raw body (Content-Type
@@ -79,6 +106,9 @@ func (s *Server) searchUpload(w http.ResponseWriter, r *http.Request) (any, erro
 	// bounds the wait, the turn and the search together.
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.SearchTimeout)
 	defer cancel()
+	// Past the shutdown timeout the upload is cancelled, its decode with
+	// it (ImageQuery returns once its context is done).
+	defer context.AfterFunc(s.aborted, cancel)()
 	release, err := s.holdPixels(ctx, r, body)
 	if err != nil {
 		return nil, err
@@ -112,30 +142,42 @@ func (s *Server) searchUpload(w http.ResponseWriter, r *http.Request) (any, erro
 }
 
 // holdPixels holds from the upload budget the pixels that img's header
-// declares, waiting for them as long as ctx allows, and returns the
-// function that gives them back, first collecting the garbage when
+// declares (weighted by the bytes its format needs, see decodeCost),
+// waiting for them as long as ctx allows, and returns the function that
+// gives them back, first collecting the garbage when
 // decoded says the image was decoded (see collectAfterPixels); only its
 // first call counts. An image larger than the whole budget is refused
 // with 413; one that waits past ctx's deadline gets 503 and Retry-After.
 // An image whose header does not parse holds nothing: the ImageQuery
 // refuses it before it allocates a pixel.
 func (s *Server) holdPixels(ctx context.Context, r *http.Request, img []byte) (release func(decoded bool), err error) {
-	wd, ht, ok := declaredSize(img)
+	wd, ht, cm, ok := declaredSize(img)
 	if !ok {
 		return func(bool) {}, nil
 	}
-	n := int64(wd) * int64(ht)
+	px := int64(wd) * int64(ht)
+	n, bpp := decodeCost(wd, ht, cm)
+	// What the image is, for the errors: its pixels, and what they are
+	// charged as where its format needs more than 8-bit colour does.
+	what := fmt.Sprintf("image of %dx%d = %d pixels", wd, ht, px)
+	if n != px {
+		what = fmt.Sprintf("image of %dx%d = %d pixels of %d bytes each decoded, as many bytes as %d pixels of 8-bit colour", wd, ht, px, bpp, n)
+	}
 	if n > s.pixels.size {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "image of %dx%d = %d pixels: more than the %d pixels that this server decodes at once; send a smaller image", wd, ht, n, s.pixels.size)
+		return nil, errorf(http.StatusRequestEntityTooLarge, "%s: more than the %d pixels that this server decodes at once; send a smaller image", what, s.pixels.size)
 	}
 	start := time.Now()
 	if err := s.pixels.acquire(ctx, n); err != nil {
 		if r.Context().Err() != nil {
 			return nil, err // the client has gone
 		}
+		this := fmt.Sprintf("this %dx%d image (%d pixels)", wd, ht, n)
+		if n != px {
+			this = fmt.Sprintf("this %dx%d image (%d pixels of %d bytes each, charged as %d)", wd, ht, px, bpp, n)
+		}
 		return nil, &httpError{status: http.StatusServiceUnavailable, retryAfter: 1,
-			msg: fmt.Sprintf("the server is decoding other uploaded images (%d of the %d pixels it decodes at once are in use); this %dx%d image (%d pixels) waited %v for room: try again shortly",
-				s.pixels.inUse(), s.pixels.size, wd, ht, n, time.Since(start).Round(time.Millisecond))}
+			msg: fmt.Sprintf("the server is decoding other uploaded images (%d of the %d pixels it decodes at once are in use); %s waited %v for room: try again shortly",
+				s.pixels.inUse(), s.pixels.size, this, time.Since(start).Round(time.Millisecond))}
 	}
 	var once sync.Once
 	return func(decoded bool) {
@@ -163,7 +205,7 @@ const collectAfterPixels = 4_000_000
 // Options.MaxUploadBytes of it.
 func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	limit := s.opts.MaxUploadBytes
-	r.Body = http.MaxBytesReader(w, r.Body, limit+64<<10) // room for a form's headers
+	r.Body = http.MaxBytesReader(w, r.Body, addCapped(limit, 64<<10)) // room for a form's headers
 	tooLarge := func(err error) bool {
 		var mbe *http.MaxBytesError
 		return errors.As(err, &mbe)
@@ -193,7 +235,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) ([]byte, err
 	default:
 		return nil, errorf(http.StatusUnsupportedMediaType, "Content-Type %s: send the image as image/jpeg or image/png, or as the field \"image\" of a multipart/form-data body", ct)
 	}
-	b, err := io.ReadAll(io.LimitReader(src, limit+1))
+	b, err := io.ReadAll(io.LimitReader(src, addCapped(limit, 1))) // one byte past the limit tells a larger image
 	if err != nil {
 		if tooLarge(err) {
 			return nil, errorf(http.StatusRequestEntityTooLarge, "upload larger than %d bytes", limit)

@@ -845,7 +845,9 @@ func buildScale(ctx context.Context, opts bench.Options, p params, w *worldGen, 
 			return nil, nil, err
 		}
 		defer wr.Abort()
-		wr.SetLayout(index.LayoutOptions{Layout: p.layout, Images: n, Captions: n * p.scaleCaptions, Dsub: p.dsub, Coder: p.coder})
+		if err := wr.SetLayout(index.LayoutOptions{Layout: p.layout, Images: n, Captions: n * p.scaleCaptions, Dsub: p.dsub, Coder: p.coder}); err != nil {
+			return nil, nil, err
+		}
 	}
 	// Batches (and segments) of 2.4 GB of generated float32 vectors at 36
 	// regions: 65,536 images at d = 256, 16,384 at d = 1024.

@@ -136,7 +136,9 @@ func run(ctx context.Context, opts bench.Options) error {
 			return err
 		}
 		defer wr.Abort()
-		wr.SetLayout(index.LayoutOptions{Layout: l.layout, Images: p.images})
+		if err := wr.SetLayout(index.LayoutOptions{Layout: l.layout, Images: p.images}); err != nil {
+			return err
+		}
 		l.wr = wr
 	}
 	for lo := 0; lo < p.images; lo += chunk {

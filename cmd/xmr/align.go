@@ -189,8 +189,8 @@ func runAlign(ctx context.Context, args []string) error {
 		return usageErrorf("give --features and --boxes together, or neither (with --image: the features are extracted from it)")
 	case f.features == "" && f.image == "":
 		return usageErrorf("without --features and --boxes, give --image: the regions and their features are extracted from it")
-	case strings.TrimSpace(f.text) == "":
-		return usageErrorf("--text is required: the caption to align")
+	case text.Blank(f.text):
+		return usageErrorf("--text is required: the caption to align (%s)", blankText(f.text))
 	case (f.image == "") == (f.size == ""):
 		return usageErrorf("give --image (the picture) or --size WxH (its size), one of them")
 	case f.scale < 0 || f.scale > 16:

@@ -214,7 +214,7 @@ func runPhotoDemo(ctx context.Context) error {
 	if err := res.Report.WriteTable(stdout); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "(chance: R@1 %.2f%%, R@10 %.1f%% of %d photos)\n", 100/float64(split.NumImages()), 1000/float64(split.NumImages()), split.NumImages())
+	fmt.Fprintln(stdout, photoChance(split.NumImages()))
 
 	paths := photoPaths(splits, held)
 	step(4, "drawing alignments and retrieval results on the photos in %s", f.dir)
@@ -323,4 +323,15 @@ func photoIndex(ctx context.Context, dir, feats string, m model.Model, split *da
 		return fmt.Errorf("the features in %s record no extractor: %v", feats, err)
 	}
 	return indexFeaturesAfter(dir, &rec.Extractor, rec)
+}
+
+// photoChance is the chance line under the photo demo's table: the recall
+// of a random ranking of n photos by text, R@k = min(k, n)/n (R@10 of 3
+// photos is 100%, not 333.3%).
+func photoChance(n int) string {
+	if n <= 0 {
+		return "(chance: no photos)"
+	}
+	at := func(k int) float64 { return 100 * float64(min(k, n)) / float64(n) }
+	return fmt.Sprintf("(chance: R@1 %.2f%%, R@10 %.1f%% of %d photos)", at(1), at(10), n)
 }

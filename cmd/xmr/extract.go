@@ -225,8 +225,8 @@ func extractSplits() ([]extract.SplitSpec, string, error) {
 	if f.splits != "" {
 		return nil, "", usageErrorf("--splits is for a world or a Karpathy JSON; name a folder's split with --split")
 	}
-	if f.split == "" || strings.ContainsAny(f.split, `/\`) {
-		return nil, "", usageErrorf("--split %q: want a name such as test", f.split)
+	if err := extract.CheckSplitName(f.split); err != nil {
+		return nil, "", usageErrorf("--split %q %v: want a name such as test", f.split, err)
 	}
 	items, err := extract.FolderItems(f.images)
 	if err != nil {
@@ -294,6 +294,12 @@ func runExtract(ctx context.Context, args []string) error {
 		if !flipped {
 			return usageErrorf("--flip mirrors the images of a train split with captions; this collection has none")
 		}
+	}
+	// Captions, ids, file names and split names are checked before the
+	// detector is loaded and a photo decoded: what a later step (train,
+	// index, the API) would refuse is refused now, naming the image.
+	if err := extract.CheckSplits(splits); err != nil {
+		return err
 	}
 	e, err := f.ext.extractor(ctx)
 	if err != nil {

@@ -92,7 +92,7 @@ run again. docs/weaviate.md describes it:
 			fs.StringVar(&indexFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg); for a synthetic world, its images/SPLIT folder is used by default. Without --data: a folder of JPEG and PNG photos, whose features are extracted now and indexed without captions")
 			indexFlags.ext.addTo(fs)
 			fs.IntVar(&indexFlags.workers, "workers", runtime.NumCPU(), "with --images and no --data: images extracted at once (1 to 4 per CPU)")
-			fs.BoolVar(&indexFlags.appendTo, "append", false, "add the split to an existing index (encoded by the same model)")
+			fs.BoolVar(&indexFlags.appendTo, "append", false, "add the split to an existing index (encoded by the same model), stored in the index's own layout (float32 or compressed)")
 			indexFlags.layout.set(fs)
 			fs.BoolVar(&indexFlags.overwrite, "overwrite", false, "replace an existing index (with --backend weaviate: delete its collections and upload again)")
 			addCompatRefusal(fs, &indexCompat)
@@ -160,6 +160,14 @@ func runIndex(ctx context.Context, args []string) error {
 	}
 	if f.backend != "local" && layout != index.LayoutAuto {
 		return usageErrorf("--keep-float32 and --compress choose how a local index stores its vectors; Weaviate (--backend weaviate) stores them its own way")
+	}
+	// An append keeps the index's own layout: a flag asking for the
+	// other one, or a published segment that does not open, is refused
+	// before anything is read or encoded.
+	if f.appendTo && f.backend == "local" {
+		if err := index.CheckAppend(ctx, f.out, layout); err != nil {
+			return err
+		}
 	}
 	var feats *extract.Identity // the extractor of the model's features
 	mode := index.Create
@@ -232,11 +240,12 @@ func runIndex(ctx context.Context, args []string) error {
 	}
 	// The index is published: count what it holds even if a signal comes
 	// now.
-	ni, nc := 0, 0
-	if ix, err := index.Open(context.WithoutCancel(ctx), f.out, &index.OpenOptions{SkipChecksums: true}); err == nil {
-		ni, nc = ix.Len()
-		ix.Close()
+	ix, err := index.Open(context.WithoutCancel(ctx), f.out, &index.OpenOptions{SkipChecksums: true})
+	if err != nil {
+		return fmt.Errorf("indexed %d images and %d captions, but the index published in %s does not open: %w", st.Images, st.Captions, f.out, err)
 	}
+	ni, nc := ix.Len()
+	ix.Close()
 	fmt.Fprintf(stdout, "indexed %d images and %d captions of %s %s in %s (%.0f images/s); %s now holds %d images and %d captions\n",
 		st.Images, st.Captions, src, split.Name, time.Since(start).Round(time.Millisecond), float64(st.Images)/time.Since(start).Seconds(), f.out, ni, nc)
 	fmt.Fprintf(stdout, "search it: xmr search --index %s --text %q\n", f.out, firstCaption(split))

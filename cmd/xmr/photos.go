@@ -152,7 +152,8 @@ func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache st
 	if rec == nil {
 		return nil, fmt.Errorf("--image-file: %s records no feature extractor (no %s): its model was trained on precomputed features, which no image can be turned into here; index with a model trained on xmr extract's features", dir, extract.FileName)
 	}
-	pic, err := extract.LoadFile(path, lim)
+	// The decode stops on the first Ctrl-C or SIGTERM (ctx).
+	pic, err := extract.LoadFileContext(ctx, path, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +298,7 @@ func extractForAlign(ctx context.Context, ckpt, path, cache string, lim extract.
 	if err != nil {
 		return nil, err
 	}
-	pic, img, err := extract.DecodeUpright(b, path, lim)
+	pic, img, err := extract.DecodeUprightContext(ctx, b, path, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -329,14 +330,46 @@ func uploadQuery(ctx context.Context, dir string, weaviateIndex bool, cache stri
 		return nil, err
 	}
 	return func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
-		pic, err := extract.Decode(b, "upload", lim)
-		if errors.Is(err, extract.ErrTooLarge) {
-			return nil, fmt.Errorf("%w: %v", server.ErrImageTooLarge, err)
-		}
+		pic, err := decodeUpload(ctx, b, lim)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", server.ErrBadImage, err)
+			return nil, err
 		}
 		q, _, err := imageQuery(ctx, m, e, pic, rec.FeatureKind)
 		return q, err
 	}, nil
 }
+
+// decodeUpload decodes an uploaded image for the detector. It returns
+// once ctx is done (the search timeout, the client gone, the server's
+// shutdown timeout), with ctx's error, which the server answers for (503,
+// 499); the errors about the image itself are of the server's kinds (see
+// uploadError).
+func decodeUpload(ctx context.Context, b []byte, lim extract.Limits) (*extract.Picture, error) {
+	pic, err := extract.DecodeContext(ctx, b, "upload", lim)
+	if err != nil {
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return nil, err
+		}
+		return nil, uploadError(err)
+	}
+	return pic, nil
+}
+
+// uploadError returns the error of decoding an upload as the kind the
+// server answers for (server.ErrImageTooLarge, 413, or server.ErrBadImage,
+// 400), in extract's words alone: "image too large: read image upload:
+// image too large: ..." said it twice.
+func uploadError(err error) error {
+	kind := server.ErrBadImage
+	if errors.Is(err, extract.ErrTooLarge) {
+		kind = server.ErrImageTooLarge
+	}
+	return &kindError{err: err, kind: kind}
+}
+
+// kindError is an error that is also of a kind (errors.Is), whose message
+// is the error's alone.
+type kindError struct{ err, kind error }
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }

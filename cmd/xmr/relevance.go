@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
 	_ "github.com/xmr-project/xmr/eval/spice" // registers the "spice" metric
 	"github.com/xmr-project/xmr/internal/infile"
@@ -94,7 +95,9 @@ func runRelevance(ctx context.Context, args []string) error {
 
 // readCaptionLines reads one caption per line. Only the line terminator
 // ("\n" or "\r\n") is removed: the caption is otherwise kept as written,
-// since ROUGE-L splits on single spaces and counts empty tokens.
+// since ROUGE-L splits on single spaces and counts empty tokens. A blank
+// caption (data.CheckCaption: nothing but spaces, control or invisible
+// characters) is an error naming the line, as in every caption file.
 func readCaptionLines(path string) ([]string, error) {
 	f, err := infile.Open(path)
 	if err != nil {
@@ -107,6 +110,9 @@ func readCaptionLines(path string) ([]string, error) {
 		line, err := br.ReadString('\n')
 		if len(line) > 0 {
 			line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+			if err := data.CheckCaption(line); err != nil {
+				return nil, fmt.Errorf("read captions %s: line %d: the caption %w; every line must hold one caption", path, len(caps)+1, err)
+			}
 			caps = append(caps, line)
 		}
 		if err == io.EOF {

@@ -13,6 +13,7 @@ import (
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/text"
 	"github.com/xmr-project/xmr/weaviate"
 )
 
@@ -97,6 +98,8 @@ func runSearch(ctx context.Context, args []string) error {
 		return usageErrorf("--index is required")
 	case btoi(f.text != "")+btoi(f.image != "")+btoi(f.imageFile != "") != 1:
 		return usageErrorf("give --text or --image (an indexed image's id) or --image-file (a new image), one of them")
+	case f.text != "" && text.Blank(f.text):
+		return usageErrorf("--text %q: %s: give a sentence describing an image", f.text, blankText(f.text))
 	case f.k <= 0:
 		return usageErrorf("-k must be positive, is %d", f.k)
 	case f.rerank < -1:

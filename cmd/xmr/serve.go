@@ -60,7 +60,7 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 			fs.IntVar(&serveFlags.maxConcurrent, "max-concurrent", 0, "searches run at once, the others wait (0: one per CPU)")
 			fs.StringVar(&serveFlags.models, "models", "", "`DIR` caching the detector's weights, for searches by an uploaded image (an index whose model reads xmr extract's features); default $XMR_MODELS, else ~/.cache/xmr")
 			fs.Int64Var(&serveFlags.maxUpload, "max-upload-bytes", server.DefaultMaxUploadBytes, "largest uploaded image, in bytes (then 413)")
-			fs.Int64Var(&serveFlags.pixelBudget, "upload-pixel-budget", server.DefaultUploadPixelBudget, "pixels of uploaded images decoded at once, all uploads together (about 7 bytes each); a larger image gets 413")
+			fs.Int64Var(&serveFlags.pixelBudget, "upload-pixel-budget", server.DefaultUploadPixelBudget, "pixels of uploaded images decoded at once, all uploads together (7 bytes each; a 16-bit PNG's pixels count 11/7); a larger image gets 413")
 			fs.DurationVar(&serveFlags.drainTimeout, "shutdown-timeout", 15*time.Second, "longest time SIGINT or SIGTERM waits for the requests already accepted (then their connections are closed)")
 		},
 		run: func(ctx context.Context, args []string) error {
@@ -76,8 +76,12 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 				return usageErrorf("--max-concurrent must be positive or 0, is %d", f.maxConcurrent)
 			case f.maxUpload <= 0:
 				return usageErrorf("--max-upload-bytes must be positive, is %d", f.maxUpload)
+			case f.maxUpload > server.MaxUploadBytesCeiling:
+				return usageErrorf("--max-upload-bytes %d: want at most %d (1 GiB: an upload is held in memory whole before it is decoded)", f.maxUpload, int64(server.MaxUploadBytesCeiling))
 			case f.pixelBudget <= 0:
 				return usageErrorf("--upload-pixel-budget must be positive, is %d", f.pixelBudget)
+			case f.pixelBudget > server.UploadPixelBudgetCeiling:
+				return usageErrorf("--upload-pixel-budget %d: want at most %d (decoding takes about 7 bytes a pixel: that is 7.7 TB)", f.pixelBudget, int64(server.UploadPixelBudgetCeiling))
 			case f.drainTimeout <= 0:
 				return usageErrorf("--shutdown-timeout must be positive, is %v", f.drainTimeout)
 			}
