@@ -90,7 +90,10 @@ func extractEach(ctx context.Context, e *Extractor, items []Item, workers int, l
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				pic, err := LoadFile(items[i].Path, lim)
+				pic, err := LoadFileContext(run, items[i].Path, lim)
+				if err != nil && run.Err() != nil {
+					continue // stopped (Ctrl-C, or another worker's error): nothing is recorded of this image
+				}
 				if err != nil {
 					slog.Warn("extract: skipping an unreadable image", "file", items[i].Path, "err", err)
 					skipped[i] = err.Error()
