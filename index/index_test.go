@@ -630,19 +630,28 @@ func TestUnpublishedBuildIsInvisible(t *testing.T) {
 	}
 }
 
-// TestCorruptIndex damages a built index in several ways; each gives a
-// clear error naming the file and what is wrong.
-func TestCorruptIndex(t *testing.T) {
+// smallIndex builds a TERAN index of the first 10 test images in a new
+// directory, for tests that damage or forge its files, and returns the
+// directory and its manifest.
+func smallIndex(t *testing.T) (string, *Manifest) {
+	t.Helper()
 	s := loadTest(t)
 	m := testModel(t, "teran", 8, s.Captions)
-	src := t.TempDir()
-	if _, err := Build(context.Background(), src, m, collectionOf(s, 0, 10), nil); err != nil {
+	dir := t.TempDir()
+	if _, err := Build(context.Background(), dir, m, collectionOf(s, 0, 10), nil); err != nil {
 		t.Fatal(err)
 	}
-	man, err := readManifest(src)
+	man, err := readManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, man
+}
+
+// TestCorruptIndex damages a built index in several ways; each gives a
+// clear error naming the file and what is wrong.
+func TestCorruptIndex(t *testing.T) {
+	src, man := smallIndex(t)
 	seg := man.Images[0].File
 	cases := []struct {
 		name   string

@@ -138,12 +138,7 @@ func TestMulSize(t *testing.T) {
 // (its item numbers run on from one segment to the next, and their sums
 // must not wrap).
 func TestManifestForgedCounts(t *testing.T) {
-	s := loadTest(t)
-	m := testModel(t, "teran", 8, s.Captions)
-	src := t.TempDir()
-	if _, err := Build(context.Background(), src, m, collectionOf(s, 0, 10), nil); err != nil {
-		t.Fatal(err)
-	}
+	src, _ := smallIndex(t)
 	for _, tc := range []struct {
 		name string
 		edit func(m *Manifest)
@@ -232,16 +227,7 @@ func TestSegmentHugeValues(t *testing.T) {
 // without its values scanned; a search that meets such a score returns an
 // error naming the segment rather than the score.
 func TestSearchNeverReportsNonFinite(t *testing.T) {
-	s := loadTest(t)
-	m := testModel(t, "teran", 8, s.Captions)
-	dir := t.TempDir()
-	if _, err := Build(context.Background(), dir, m, collectionOf(s, 0, 10), nil); err != nil {
-		t.Fatal(err)
-	}
-	man, err := readManifest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, man := smallIndex(t)
 	seg := filepath.Join(dir, man.Images[0].File)
 	// Image 3's global vector: +Inf in one element, zeros elsewhere, so
 	// that its cosine with any query is an infinity.
@@ -263,7 +249,7 @@ func TestSearchNeverReportsNonFinite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	res, err := ix.SearchText(context.Background(), s.Captions[0], &SearchOptions{K: 10, Scoring: model.Global})
+	res, err := ix.SearchText(context.Background(), loadTest(t).Captions[0], &SearchOptions{K: 10, Scoring: model.Global})
 	if err == nil {
 		t.Fatalf("a search reported %+v", res)
 	}
