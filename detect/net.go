@@ -85,7 +85,6 @@ func newNet(m *tfjs.Model, g *graph, in string, outs ...string) (*Net, error) {
 		n.nvals++
 		return n.nvals - 1
 	}
-	shapes := map[string][]int{in: n.inShape}
 	state := map[string]int{}
 	var visit func(name string) error
 	visit = func(name string) error {
@@ -120,7 +119,6 @@ func newNet(m *tfjs.Model, g *graph, in string, outs ...string) (*Net, error) {
 			sh := slices.Clone(t.Shape)
 			v := newSlot(name)
 			consts[v] = tensor.FromData(data, sh...)
-			shapes[name] = sh
 			return nil
 		}
 		var ins []int
@@ -144,11 +142,10 @@ func newNet(m *tfjs.Model, g *graph, in string, outs ...string) (*Net, error) {
 				return fmt.Errorf("node %q: Identity with %d inputs", name, len(ins))
 			}
 			slot[name] = ins[0]
-			shapes[name] = shapes[inNames[0]]
 			state[name] = 2
 			return nil
 		}
-		run, err := n.compileStep(node, ins, inNames, consts, shapes)
+		run, err := n.compileStep(node, ins, inNames, consts)
 		if err != nil {
 			return fmt.Errorf("node %q (%s): %w", name, node.Op, err)
 		}
@@ -203,7 +200,7 @@ func newNet(m *tfjs.Model, g *graph, in string, outs ...string) (*Net, error) {
 // compileStep returns the tape operation of node; ins are its inputs'
 // value slots, constants among them found in consts and bound into the
 // operation, which receives the activations alone, in order.
-func (n *Net) compileStep(node *gnode, ins []int, inNames []string, consts map[int]*tensor.Tensor, shapes map[string][]int) (func(tp *tensor.Tape, x []*tensor.Tensor) *tensor.Tensor, error) {
+func (n *Net) compileStep(node *gnode, ins []int, inNames []string, consts map[int]*tensor.Tensor) (func(tp *tensor.Tape, x []*tensor.Tensor) *tensor.Tensor, error) {
 	constAt := func(i int) *tensor.Tensor {
 		if i >= len(ins) {
 			return nil

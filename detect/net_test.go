@@ -67,13 +67,12 @@ func netGraph() *tg {
 	return g
 }
 
-// TestNetMatchesExecutor runs the part of netGraph from "low" to "out" on
-// the tape and compares it with the graph executor, for a batch of two
-// images.
-func TestNetMatchesExecutor(t *testing.T) {
-	const h, w = 8, 6
+// testNetGraph compiles netGraph for an 8x6 image and returns it, its
+// executor and its part from "low" to "out".
+func testNetGraph(t *testing.T) (*tg, *graph, *Net) {
+	t.Helper()
 	g := netGraph()
-	cg, err := compile(g.m, shape{1, h, w, 3}, []string{"low", "out"})
+	cg, err := compile(g.m, shape{1, 8, 6, 3}, []string{"low", "out"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +80,15 @@ func TestNetMatchesExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g, cg, n
+}
+
+// TestNetMatchesExecutor runs the part of netGraph from "low" to "out" on
+// the tape and compares it with the graph executor, for a batch of two
+// images.
+func TestNetMatchesExecutor(t *testing.T) {
+	const h, w = 8, 6
+	g, cg, n := testNetGraph(t)
 	if got := n.InShape(); got[0] != h || got[1] != w || got[2] != 4 {
 		t.Fatalf("InShape %v", got)
 	}
@@ -97,7 +105,7 @@ func TestNetMatchesExecutor(t *testing.T) {
 		t.Errorf("a constant outside the part or not a filter is a parameter: %v", names)
 	}
 	var lows, outs [][]float32
-	for i := range 2 {
+	for range 2 {
 		img := make([]float32, h*w*3)
 		for j := range img {
 			img[j] = float32(g.rng.NormFloat64() * 2)
@@ -106,7 +114,6 @@ func TestNetMatchesExecutor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = i
 		lows, outs = append(lows, got["low"]), append(outs, got["out"])
 	}
 	x := tensor.FromData(append(append([]float32{}, lows[0]...), lows[1]...), 2, h, w, 4)
@@ -131,15 +138,7 @@ func TestNetMatchesExecutor(t *testing.T) {
 // and to a few of its parameters by finite differences.
 func TestNetGradients(t *testing.T) {
 	const h, w = 8, 6
-	g := netGraph()
-	cg, err := compile(g.m, shape{1, h, w, 3}, []string{"low", "out"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := newNet(g.m, cg, "low", "out")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, _, n := testNetGraph(t)
 	x := tensor.New(2, h, w, 4)
 	for i := range x.Data {
 		x.Data[i] = float32(g.rng.NormFloat64())
@@ -151,7 +150,7 @@ func TestNetGradients(t *testing.T) {
 			inputs = append(inputs, p.T)
 		}
 	}
-	err = tensor.GradCheck(func(tp *tensor.Tape) *tensor.Tensor { return n.Forward(tp, x)[0] }, inputs,
+	err := tensor.GradCheck(func(tp *tensor.Tape) *tensor.Tensor { return n.Forward(tp, x)[0] }, inputs,
 		tensor.GradCheckOptions{Eps: 1e-2, ATol: 2e-2, RTol: 2e-2, MaxPerInput: 24})
 	if err != nil {
 		t.Fatal(err)
