@@ -36,7 +36,7 @@ func TestEncodersIndependent(t *testing.T) {
 						p.T.Data[i] += 0.05 * float32(rng.NormFloat64())
 					}
 				}
-				b := batchOf(m, split, []int{0, 7, 14, 21, 28, 35})
+				b := BatchOf(m, split, []int{0, 7, 14, 21, 28, 35})
 				tp := tensor.NewTape()
 				tp.Training = false
 				if imagesFirst {

@@ -43,7 +43,7 @@ func TestBackwardAndResetMatchesBackward(t *testing.T) {
 				for i := range caps {
 					caps[i] = 7 * i // several images, some with two captions
 				}
-				b := batchOf(m, split, caps)
+				b := BatchOf(m, split, caps)
 				tp := tensor.NewTape()
 				tp.Seed(1, 3) // dropout on
 				iter := cfg.Training.MaxViolationAfter + 1

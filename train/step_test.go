@@ -51,7 +51,7 @@ func TestStepperVisionGroup(t *testing.T) {
 			t.Fatalf("vision-lr %v: groups %v with learning rates %v, want a vision group at %v", c.visionLR, got, lr, c.want)
 		}
 		before := slices.Clone(m.scale.Data)
-		if _, err := s.Step(batchOf(m, split, []int{0, 7, 14, 21, 28, 35}), 0); err != nil {
+		if _, err := s.Step(BatchOf(m, split, []int{0, 7, 14, 21, 28, 35}), 0); err != nil {
 			t.Fatal(err)
 		}
 		if slices.Equal(before, m.scale.Data) {

@@ -454,9 +454,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			stopped = "time budget"
 			break
 		}
-		order := epochOrder(tc.Seed, st.Epoch, nCaps)
+		order := EpochOrder(tc.Seed, st.Epoch, nCaps)
 		caps := order[st.Pos : st.Pos+bs]
-		loss, err := stepper.Step(batchOf(m, trainSplit, caps), st.Iter)
+		loss, err := stepper.Step(BatchOf(m, trainSplit, caps), st.Iter)
 		if err != nil {
 			return nil, fmt.Errorf("iteration %d: %w", st.Iter, err)
 		}
@@ -549,9 +549,9 @@ func buildMemory(ctx context.Context, m model.Model, s *data.Split) error {
 	return mem.BuildMemory(ctx, s.Images, s.Captions, captionImage)
 }
 
-// batchOf gathers the captions caps of s and their images into a batch of
+// BatchOf gathers the captions caps of s and their images into a batch of
 // matching pairs, with their indices in s.
-func batchOf(m model.Model, s *data.Split, caps []int) Batch {
+func BatchOf(m model.Model, s *data.Split, caps []int) Batch {
 	imgIdx := make([]int, len(caps))
 	texts := make([]string, len(caps))
 	for k, c := range caps {
@@ -565,9 +565,9 @@ func batchOf(m model.Model, s *data.Split, caps []int) Batch {
 	return b
 }
 
-// epochOrder is the shuffled caption order of an epoch, a function of the
+// EpochOrder is the shuffled caption order of an epoch, a function of the
 // seed and the epoch only (so that a resumed run sees the same batches).
-func epochOrder(seed uint64, epoch, n int) []int {
+func EpochOrder(seed uint64, epoch, n int) []int {
 	rng := rand.New(rand.NewPCG(seed, 0x6570+uint64(epoch)))
 	return rng.Perm(n)
 }

@@ -32,7 +32,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -498,21 +497,12 @@ func runTrain(ctx context.Context, args []string) error {
 			return err
 		}
 		if pos+bs > len(order) {
-			// The shuffle of xmr train: a function of the seed and the epoch.
-			order = rand.New(rand.NewPCG(cfg.Training.Seed, 0x6570+uint64(epoch))).Perm(nCaps)
+			order = train.EpochOrder(cfg.Training.Seed, epoch, nCaps) // xmr train's shuffle
 			pos = 0
 			epoch++
 		}
-		caps := order[pos : pos+bs]
+		b := train.BatchOf(inner, tr, order[pos:pos+bs])
 		pos += bs
-		imgIdx := make([]int, bs)
-		texts := make([]string, bs)
-		for k, c := range caps {
-			imgIdx[k] = tr.ImageOf(c)
-			texts[k] = tr.Captions[c]
-		}
-		b := train.Batch{Images: model.ImageBatch(tr.Images, imgIdx), Texts: model.TextBatch(inner, texts)}
-		b.Images.Items, b.Texts.Items = imgIdx, caps
 		began := time.Now()
 		loss, err := st.Step(b, it)
 		if err != nil {
