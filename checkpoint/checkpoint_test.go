@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xmr-project/xmr/internal/half"
 	"github.com/xmr-project/xmr/tools"
 )
 
@@ -228,10 +229,10 @@ sys.stdout.buffer.write(np.arange(65536, dtype=np.uint16).view(np.float16).astyp
 	}
 	for h := range 65536 {
 		want := binary.LittleEndian.Uint32(out[4*h:])
-		got := math.Float32bits(F16ToF32(uint16(h)))
+		got := math.Float32bits(half.ToFloat32(uint16(h)))
 		isNaN := math.IsNaN(float64(math.Float32frombits(want)))
 		if got != want && !(isNaN && math.IsNaN(float64(math.Float32frombits(got)))) {
-			t.Fatalf("F16ToF32(%#04x) = %#08x, numpy %#08x", h, got, want)
+			t.Fatalf("half.ToFloat32(%#04x) = %#08x, numpy %#08x", h, got, want)
 		}
 	}
 }
@@ -660,3 +661,62 @@ func Example() {
 
 // metaTestConfig is a metadata key the tests store a configuration under.
 const metaTestConfig = "config"
+
+// TestSaveHalf checks that a tensor saved with Half is stored as F16 (half
+// the bytes), reads back as its values rounded to the nearest half, and
+// is checksummed like any other (a flipped byte is caught).
+func TestSaveHalf(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.safetensors")
+	vals := []float32{0, 1, -2.5, 1.0 / 3, 65504, 1e-5, -7e-8}
+	if err := Save(path, []Entry{{Name: "h", Shape: []int{7}, Data: vals, Half: true}, {Name: "f", Shape: []int{2}, Data: []float32{1.0 / 3, 2}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := f.Info("h")
+	if in.DType != "F16" || in.End-in.Begin != 14 {
+		t.Fatalf("h: dtype %s, %d bytes; want F16, 14", in.DType, in.End-in.Begin)
+	}
+	got, _, err := f.Tensor("h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if want := half.ToFloat32(half.FromFloat32(v)); got[i] != want {
+			t.Errorf("h[%d] = %v, want %v (%v rounded to a half)", i, got[i], want, v)
+		}
+	}
+	if third, _, _ := f.Tensor("f"); third[0] != 1.0/3 {
+		t.Errorf("the F32 tensor beside it reads %v", third[0])
+	}
+	if err := f.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-9] ^= 0x40 // in h's data, the last 14 bytes (tensors are sorted by name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, _, err := f.Tensor("h"); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("a flipped byte of an F16 tensor: %v", err)
+	}
+	// A value that has no half is refused, not written as infinity.
+	bad := filepath.Join(t.TempDir(), "bad.safetensors")
+	if err := Save(bad, []Entry{{Name: "w", Shape: []int{2}, Data: []float32{1, 70000}, Half: true}}, nil); err == nil || !strings.Contains(err.Error(), "half-precision") {
+		t.Fatalf("70000 saved in half precision: %v", err)
+	}
+	if _, err := os.Stat(bad); err == nil {
+		t.Fatal("a refused save left a file")
+	}
+}

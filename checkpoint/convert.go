@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"unsafe"
+
+	"github.com/xmr-project/xmr/internal/half"
 )
 
 // littleEndian reports whether float32 slices can be copied to and from the
@@ -55,7 +57,7 @@ func decode(dst []float32, raw []byte, dtype string) error {
 		}
 	case "F16":
 		for i := range dst {
-			dst[i] = F16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+			dst[i] = half.ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
 		}
 	case "BF16":
 		for i := range dst {
@@ -69,25 +71,6 @@ func decode(dst []float32, raw []byte, dtype string) error {
 		return fmt.Errorf("dtype %s cannot be read as float32", dtype)
 	}
 	return nil
-}
-
-// F16ToF32 converts an IEEE 754 half-precision value, given by its bits, to
-// float32 exactly (subnormals, infinities and NaNs included).
-func F16ToF32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch exp {
-	case 0x1f: // infinity or NaN: keep the payload
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case 0: // zero or subnormal: mant * 2^-24, exact in float32
-		f := float32(mant) * (1.0 / (1 << 24))
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
 }
 
 // BF16ToF32 converts a bfloat16 value, given by its bits, to float32: the

@@ -10,8 +10,9 @@
 //
 // padded with spaces to a multiple of 8, then the tensors' raw little-endian
 // data, back to back, offsets counting from the end of the header. Save
-// writes F32 tensors sorted by name; Open reads F32, F16, BF16 and F64,
-// converting to float32, and validates the whole header first. String
+// writes F32 tensors (F16 where Entry.Half asks) sorted by name; Open
+// reads F32, F16, BF16 and F64, converting to float32, and validates the
+// whole header first. String
 // metadata travels in the header too: package model stores a model's
 // configuration, tokenizer and vocabulary there, so that a checkpoint
 // alone rebuilds its model.
@@ -27,6 +28,8 @@ import (
 	"math"
 	"sort"
 	"unicode/utf8"
+
+	"github.com/xmr-project/xmr/internal/half"
 )
 
 // maxHeader bounds the JSON header, as the reference implementation does
@@ -290,10 +293,29 @@ type Entry struct {
 	Shape []int
 	// Data holds prod(Shape) values, row-major.
 	Data []float32
+	// Half, when saving, stores the tensor in half precision (F16, each
+	// value rounded to the nearest half, ties to even): half the bytes,
+	// for weights shipped rather than trained on. Open reads it back as
+	// float32, the rounded values exactly.
+	Half bool
+}
+
+// bytes returns the encoded form of e's data: F32, or F16 with Half.
+func (e Entry) bytes() []byte {
+	if !e.Half {
+		var b bytes.Buffer
+		writeF32(&b, e.Data) // a bytes.Buffer never fails to write
+		return b.Bytes()
+	}
+	b := make([]byte, 2*len(e.Data))
+	for i, v := range e.Data {
+		binary.LittleEndian.PutUint16(b[2*i:], half.FromFloat32(v))
+	}
+	return b
 }
 
 // Write writes tensors and metadata to w in the safetensors format: F32
-// data, tensors sorted by name, the header padded with spaces to a multiple
+// data (F16 for an Entry with Half), tensors sorted by name, the header padded with spaces to a multiple
 // of 8. Names must be unique and non-empty, and each Data must fill its
 // Shape. The metadata gains MetaChecksums, the CRC-32C of every tensor's
 // data, unless there are no tensors.
@@ -320,11 +342,22 @@ func Write(w io.Writer, tensors []Entry, metadata map[string]string) error {
 		if len(e.Data) != n {
 			return fmt.Errorf("tensor %q: %d values for shape %v (%d)", e.Name, len(e.Data), e.Shape, n)
 		}
+		if e.Half {
+			for j, v := range e.Data {
+				if h := half.FromFloat32(v); h&0x7c00 == 0x7c00 {
+					return fmt.Errorf("tensor %q: value %d (%v) has no half-precision value (beyond +-65504, or not finite): save it as float32", e.Name, j, v)
+				}
+			}
+		}
 	}
 	if len(sorted) > 0 {
 		sums := make(Checksums, len(sorted))
 		for _, e := range sorted {
-			sums[e.Name] = crcF32(e.Data)
+			if e.Half {
+				sums[e.Name] = CRC32C(e.bytes())
+			} else {
+				sums[e.Name] = crcF32(e.Data)
+			}
 		}
 		md := make(map[string]string, len(metadata)+1)
 		for k, v := range metadata {
@@ -346,7 +379,13 @@ func Write(w io.Writer, tensors []Entry, metadata map[string]string) error {
 		return err
 	}
 	for _, e := range sorted {
-		if err := writeF32(w, e.Data); err != nil {
+		var err error
+		if e.Half {
+			_, err = w.Write(e.bytes())
+		} else {
+			err = writeF32(w, e.Data)
+		}
+		if err != nil {
 			return fmt.Errorf("tensor %q: %w", e.Name, err)
 		}
 	}
@@ -379,8 +418,12 @@ func buildHeader(sorted []Entry, metadata map[string]string) ([]byte, error) {
 			shape = []int{}
 		}
 		sh, _ := json.Marshal(shape)
-		end := off + 4*int64(len(e.Data))
-		fmt.Fprintf(&b, `%s:{"dtype":"F32","shape":%s,"data_offsets":[%d,%d]}`, name, sh, off, end)
+		dtype, size := "F32", int64(4)
+		if e.Half {
+			dtype, size = "F16", 2
+		}
+		end := off + size*int64(len(e.Data))
+		fmt.Fprintf(&b, `%s:{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}`, name, dtype, sh, off, end)
 		off = end
 	}
 	b.WriteByte('}')

@@ -17,8 +17,10 @@ import (
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/internal/half"
 	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/lockfile"
+	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/progress"
 )
 
@@ -292,7 +294,9 @@ type Report struct {
 // the part files until they are joined.
 const PartsDir = "parts"
 
-// partFormat identifies the part files.
+// partFormat identifies the part files. Parts written before taps were
+// (part.Taps, partImage.Tap) have the same format: they decode with no
+// taps.
 const partFormat = "xmr-extract-part/1"
 
 // part is the content of one part file: the features of ChunkSize
@@ -305,6 +309,9 @@ type part struct {
 	Chunk    int
 	IDs      []string // the chunk's item ids, in order
 	Images   []partImage
+	// Taps names the cut whose activations the images carry (Extractor.Taps);
+	// "" for none.
+	Taps string
 }
 
 // partImage is one image of a part: its features, or Err when it was
@@ -316,10 +323,24 @@ type partImage struct {
 	Global  []float32
 	Width   int
 	Height  int
+	// TapShape (H, W, C) and Tap, float16 bits (half.FromFloat32), are the
+	// activation at the part's cut (Features.Tap); empty without taps.
+	TapShape [3]int
+	Tap      []uint16
 }
 
 func partPath(out, split string, chunk int) string {
 	return filepath.Join(out, PartsDir, fmt.Sprintf("%s-%06d.part", split, chunk))
+}
+
+// TapsPath returns the file in which Build, with an extractor that taps
+// cut (Options.Taps), caches the detector's activation at that cut for
+// every image of split: dataDir/taps-CUT/SPLIT.npy, float16 of shape (N,
+// H, W, C), N the split's images in the order of its SPLIT_ids.txt
+// (the skipped ones left out), e.g. (N, 16, 16, 120) for cut "s32". A
+// model that fine-tunes the detector's upper part from that cut reads it.
+func TapsPath(dataDir, cut, split string) string {
+	return filepath.Join(dataDir, "taps-"+cut, split+".npy")
 }
 
 // Build extracts the images of splits with e into the data set directory
@@ -337,6 +358,15 @@ func partPath(out, split string, chunk int) string {
 // out/parts (the parts of all shards copied together), the next Build
 // (for example with JoinOnly) joins them into the data set and removes
 // out/parts.
+//
+// With an extractor that taps a cut (Options.Taps), each part also holds
+// its images' activations at the cut, in float16, and the join writes
+// them, a split at a time streamed from the parts, to TapsPath(out, cut,
+// split); FileName's Record.Taps names the cut. A part written without
+// those taps (an earlier run without Options.Taps, or with another cut) is
+// extracted again, as a stale one is. Every split that Build writes loses
+// the taps files of other cuts (and, without Options.Taps, all of them),
+// so that a taps file always matches its split's images.
 //
 // Build holds out's lock (package lockfile) while it runs: a second Build
 // on the same directory is refused, naming the first one's process.
@@ -381,7 +411,7 @@ func Build(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o 
 	for si := range splits {
 		s := &splits[si]
 		for c := 0; c*o.chunk() < len(s.Items); c++ {
-			ok, err := partValid(partPath(out, s.Name, c), ident, e.MaxBoxes(), s.Name, c, chunkIDs(s, c, o.chunk()))
+			ok, err := partValid(partPath(out, s.Name, c), ident, e.MaxBoxes(), e.Taps(), s.Name, c, chunkIDs(s, c, o.chunk()))
 			if err != nil {
 				return nil, err
 			}
@@ -552,6 +582,7 @@ func removeStaleTemps(out string) {
 			atomicfile.RemoveTemporaries(filepath.Join(dir, pat))
 		}
 	}
+	atomicfile.RemoveTemporaries(TapsPath(out, "*", "*"))
 }
 
 // checkOut refuses an output directory that holds features of another
@@ -621,10 +652,11 @@ func readPart(path string) (*part, error) {
 }
 
 // partValid reports whether path holds the part of chunk c of split with
-// these ids, made by the extractor ident. A part of another extractor is
-// an error; one of other images (the collection changed) is stale and is
-// extracted again.
-func partValid(path, ident string, maxBoxes int, split string, c int, ids []string) (bool, error) {
+// these ids, made by the extractor ident, with the taps of cut taps ("":
+// none wanted; a part with taps is then as good). A part of another
+// extractor is an error; one of other images (the collection changed), or
+// without the taps wanted, is stale and is extracted again.
+func partValid(path, ident string, maxBoxes int, taps string, split string, c int, ids []string) (bool, error) {
 	p, err := readPart(path)
 	if p == nil || err != nil {
 		return false, err
@@ -637,6 +669,11 @@ func partValid(path, ident string, maxBoxes int, split string, c int, ids []stri
 		slog.Warn("extract: a part holds other images than the collection now lists (the folder changed); extracting them again", "part", path)
 		return false, nil
 	}
+	if taps != "" && p.Taps != taps {
+		slog.Warn("extract: a part holds no taps at the cut wanted (a run without them, or of another cut, wrote it); extracting its images again",
+			"part", path, "cut", taps, "part_taps", p.Taps)
+		return false, nil
+	}
 	D := 0
 	if id, err := ParseIdentity(p.Identity); err == nil {
 		D = id.Width
@@ -645,11 +682,18 @@ func partValid(path, ident string, maxBoxes int, split string, c int, ids []stri
 		if im.Err != "" {
 			continue
 		}
-		if len(im.Regions) != len(im.Boxes)*D || len(im.Boxes) > maxBoxes || len(im.Global) != D || im.Width <= 0 || im.Height <= 0 {
+		if len(im.Regions) != len(im.Boxes)*D || len(im.Boxes) > maxBoxes || len(im.Global) != D || im.Width <= 0 || im.Height <= 0 ||
+			taps != "" && !tapShapeOK(im) {
 			return false, fmt.Errorf("extract: part %s image %d (%s) is inconsistent: remove the file to extract its images again", path, i, ids[i])
 		}
 	}
 	return true, nil
+}
+
+// tapShapeOK reports whether im's tap has a shape and the values it holds.
+func tapShapeOK(im partImage) bool {
+	h, w, c := im.TapShape[0], im.TapShape[1], im.TapShape[2]
+	return h > 0 && w > 0 && c > 0 && len(im.Tap) == h*w*c
 }
 
 // extractChunk extracts chunk c of s with o.Workers goroutines and writes
@@ -668,8 +712,18 @@ func extractChunk(ctx context.Context, e *Extractor, out string, s *SplitSpec, c
 			continue
 		}
 		imgs[i] = partImage{Regions: f.Regions, Boxes: f.Boxes, Global: f.Global, Width: f.Width, Height: f.Height}
+		if e.Taps() != "" {
+			if f.Tap == nil {
+				return 0, fmt.Errorf("extract %s: the extractor returned no tap at cut %s", s.Items[lo+i].Path, e.Taps())
+			}
+			imgs[i].TapShape = [3]int{f.Tap.H, f.Tap.W, f.Tap.C}
+			imgs[i].Tap = make([]uint16, len(f.Tap.Data))
+			for k, v := range f.Tap.Data {
+				imgs[i].Tap[k] = half.FromFloat32(v)
+			}
+		}
 	}
-	p := &part{Format: partFormat, Identity: e.Identity().Marshal(), MaxBoxes: e.MaxBoxes(), Split: s.Name, Chunk: c, IDs: chunkIDs(s, c, size), Images: imgs}
+	p := &part{Format: partFormat, Identity: e.Identity().Marshal(), MaxBoxes: e.MaxBoxes(), Split: s.Name, Chunk: c, IDs: chunkIDs(s, c, size), Images: imgs, Taps: e.Taps()}
 	path := partPath(out, s.Name, c)
 	if err := atomicfile.Write(path, func(w io.Writer) error { return gob.NewEncoder(w).Encode(p) }); err != nil {
 		return 0, fmt.Errorf("extract: %w", err)
@@ -701,7 +755,7 @@ func skipsOf(out string, s *SplitSpec, size int) ([]Skip, error) {
 // removes the parts.
 func join(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o BuildOptions, rep *Report) error {
 	rec := &Record{Extractor: e.Identity(), Kind: KindRegions, MaxBoxes: e.MaxBoxes(), MinScore: e.opt.minScore(),
-		Fill: "whole image, 2x2 grid, 3x3 grid", Splits: map[string]SplitRecord{}}
+		Fill: "whole image, 2x2 grid, 3x3 grid", Splits: map[string]SplitRecord{}, Taps: e.Taps()}
 	if e.opt.NoFill {
 		rec.Fill = "none"
 	}
@@ -737,6 +791,15 @@ func join(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o B
 		rec.Splits[s.Name] = sr
 		grec.Splits[s.Name] = sr
 	}
+	// The taps, after the features: a split at a time, streamed from the
+	// parts read again (a split's taps are too large to hold: 61 KB an
+	// image at cut s32).
+	for si := range splits {
+		s := &splits[si]
+		if err := writeTaps(ctx, out, s, e.Taps(), rep.Images[s.Name], o.chunk()); err != nil {
+			return err
+		}
+	}
 	// Splits written by an earlier run with other splits stay listed.
 	if old, err := ReadRecord(out); err == nil && old != nil {
 		for k, v := range old.Splits {
@@ -769,6 +832,89 @@ func join(ctx context.Context, e *Extractor, out string, splits []SplitSpec, o B
 	return nil
 }
 
+// writeTaps writes the activations at cut of the kept images of s, n of
+// them, from its parts to TapsPath(out, cut, s.Name), and removes the
+// taps files of s at other cuts (all of them when cut is ""): they were
+// made of an earlier run's images of s.
+func writeTaps(ctx context.Context, out string, s *SplitSpec, cut string, n, size int) error {
+	stale, _ := filepath.Glob(TapsPath(out, "*", s.Name))
+	for _, p := range stale {
+		if cut != "" && p == TapsPath(out, cut, s.Name) {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("extract: remove the taps of an earlier run: %w", err)
+		}
+		slog.Info("extract: removed the taps of an earlier run of the split", "file", p)
+		os.Remove(filepath.Dir(p)) // only when empty
+	}
+	if cut == "" {
+		return nil
+	}
+	path := TapsPath(out, cut, s.Name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	var w *npy.Writer
+	defer func() {
+		if w != nil {
+			w.Abort()
+		}
+	}()
+	var shape [3]int
+	for c := 0; c*size < len(s.Items); c++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("extract: %w", err)
+		}
+		pp := partPath(out, s.Name, c)
+		p, err := readPart(pp)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return fmt.Errorf("extract: part %s is missing", pp)
+		}
+		if p.Taps != cut {
+			return fmt.Errorf("extract: part %s holds no taps at cut %s: remove it to extract its images again", pp, cut)
+		}
+		for i, im := range p.Images {
+			if im.Err != "" {
+				continue
+			}
+			switch {
+			case !tapShapeOK(im):
+				return fmt.Errorf("extract: part %s image %d (%s): its tap is %dx%dx%d with %d values: remove the part to extract its images again",
+					pp, i, s.Items[c*size+i].ID, im.TapShape[0], im.TapShape[1], im.TapShape[2], len(im.Tap))
+			case w != nil && im.TapShape != shape:
+				return fmt.Errorf("extract: part %s image %d (%s): its tap is %dx%dx%d, the split's first image's %dx%dx%d: remove the part to extract its images again",
+					pp, i, s.Items[c*size+i].ID, im.TapShape[0], im.TapShape[1], im.TapShape[2], shape[0], shape[1], shape[2])
+			}
+			if w == nil {
+				shape = im.TapShape
+				if w, err = npy.Create(path, npy.Float16, []int{n, shape[0], shape[1], shape[2]}); err != nil {
+					return fmt.Errorf("extract: %w", err)
+				}
+			}
+			if err := w.WriteFloat16Bits(im.Tap); err != nil {
+				return fmt.Errorf("extract: %w", err)
+			}
+		}
+	}
+	if w == nil {
+		// No image kept: no taps, and none of an earlier run.
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("extract: remove the taps of an earlier run: %w", err)
+		}
+		return nil
+	}
+	err := w.Close()
+	w = nil
+	if err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	return nil
+}
+
 // assemble reads the parts of s into a region split and a global one,
 // leaving out the skipped images and their captions.
 func assemble(out string, s *SplitSpec, e *Extractor, size int) (reg, glob *data.Split, skips []Skip, err error) {
@@ -791,6 +937,7 @@ func assemble(out string, s *SplitSpec, e *Extractor, size int) (reg, glob *data
 				skips = append(skips, Skip{Split: s.Name, Path: s.Items[j].Path, Err: im.Err})
 				continue
 			}
+			im.Tap = nil // writeTaps reads the parts again: a split's taps are not held
 			keep = append(keep, im)
 			ids = append(ids, s.Items[j].ID)
 			if s.Captions != nil {

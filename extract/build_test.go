@@ -330,6 +330,7 @@ func TestCheckOutRefusesUnknownData(t *testing.T) {
 func TestCheck(t *testing.T) {
 	a := &Identity{Name: "det", Version: "1", Width: 5, Maps: []string{"lin", "rgb"}, Pooling: Pooling}
 	b := &Identity{Name: "det", Version: "1", Width: 3, Maps: []string{"rgb"}, Pooling: Pooling}
+	tuned := &Identity{Name: "det", Version: "1", Width: 5, Maps: []string{"lin", "rgb"}, Pooling: Pooling, Tuned: "s32"}
 	tests := []struct {
 		model, feats *Identity
 		want         string
@@ -339,6 +340,10 @@ func TestCheck(t *testing.T) {
 		{a, b, "was trained on features of det 1 (maps lin+rgb, roialign-mean-v1, 5-d), but data holds features of det 1 (maps rgb"},
 		{a, nil, "but data records no extractor"},
 		{nil, b, "ckpt records no feature extractor"},
+		// A model that fine-tuned the detector reads features of its own.
+		{tuned, a, "5-d, the detector fine-tuned from cut s32 by the model), but data holds features of det 1 (maps lin+rgb, roialign-mean-v1, 5-d)"},
+		{a, tuned, "but data holds features of det 1 (maps lin+rgb, roialign-mean-v1, 5-d, the detector fine-tuned from cut s32 by the model)"},
+		{tuned, tuned, ""},
 	}
 	for _, tc := range tests {
 		err := Check(tc.model, "ckpt", tc.feats, "data")
@@ -355,6 +360,9 @@ func TestCheck(t *testing.T) {
 	id, err := FromMeta(map[string]string{MetaKey: a.Marshal()})
 	if err != nil || !id.Equal(*a) {
 		t.Errorf("FromMeta: %v %v", id, err)
+	}
+	if id, err := FromMeta(map[string]string{MetaKey: tuned.Marshal()}); err != nil || id.Tuned != "s32" || !id.Equal(*tuned) || id.Equal(*a) {
+		t.Errorf("FromMeta of a tuned identity: %+v %v", id, err)
 	}
 	if id, err := FromMeta(map[string]string{}); id != nil || err != nil {
 		t.Errorf("FromMeta of nothing: %v %v", id, err)

@@ -33,6 +33,13 @@ type Detector interface {
 	Run(ctx context.Context, rgb []float32, opt detect.RunOptions) (*detect.Output, error)
 }
 
+// Tuning is implemented by a detector whose upper part a model fine-tuned
+// (detect.Tuned): Tuning names the cut, which the extractor's Identity
+// records (Identity.Tuned).
+type Tuning interface {
+	Tuning() string
+}
+
 // Options tune an Extractor. The zero value gives the defaults.
 type Options struct {
 	// Maps names the detector's feature maps pooled into each region's
@@ -47,6 +54,13 @@ type Options struct {
 	// regions instead of filling the slots with the whole image and grid
 	// cells.
 	NoFill bool
+	// Taps names a cut of the detector (detect.Cuts: "s16" or "s32") whose
+	// activation Run returns beside the features (Features.Tap), for
+	// fine-tuning the detector's upper part from it; "" for none. The
+	// detector must return that activation (detect.Detector.WithTaps with
+	// the cut's Node), which Run checks. Taps are extra data beside the
+	// same features: they do not change the Identity.
+	Taps string
 }
 
 // DefaultMinScore is the detection score a detected box needs to become a
@@ -83,6 +97,7 @@ type Extractor struct {
 	info  []detect.MapSpec // the detector's maps, as its MapInfo says
 	maps  []int            // indexes into info and detect.Output.Maps
 	ident Identity
+	cut   *detect.Cut // the cut Options.Taps names; nil for none
 }
 
 // New returns an extractor over det. It learns det's maps from its
@@ -104,6 +119,13 @@ func New(det Detector, opt Options) (*Extractor, error) {
 		names = append(names, m.Name)
 	}
 	e := &Extractor{det: det, opt: opt, info: info}
+	if opt.Taps != "" {
+		c, err := detect.CutNamed(opt.Taps)
+		if err != nil {
+			return nil, fmt.Errorf("extractor: taps: %w", err)
+		}
+		e.cut = &c
+	}
 	want := opt.Maps
 	if len(want) == 0 {
 		want = DefaultMaps
@@ -124,6 +146,9 @@ func New(det Detector, opt Options) (*Extractor, error) {
 		width += info[i].C
 	}
 	e.ident = Identity{Name: detect.Name, Version: detect.Version, Width: width, Maps: slices.Clone(want), Pooling: Pooling}
+	if t, ok := det.(Tuning); ok {
+		e.ident.Tuned = t.Tuning()
+	}
 	return e, nil
 }
 
@@ -135,6 +160,15 @@ func (e *Extractor) Width() int { return e.ident.Width }
 
 // MaxBoxes returns the number of region slots per image.
 func (e *Extractor) MaxBoxes() int { return e.opt.maxBoxes() }
+
+// Taps returns the name of the cut whose activation Run returns in
+// Features.Tap (Options.Taps), or "" when it returns none.
+func (e *Extractor) Taps() string {
+	if e.cut == nil {
+		return ""
+	}
+	return e.cut.Name
+}
 
 // Region sources: a detection, or a box added to fill the slots.
 const (
@@ -158,6 +192,22 @@ type Features struct {
 	Global []float32
 	// Width and Height are the upright image's size in pixels.
 	Width, Height int
+	// Tap is the detector's activation at the cut that Options.Taps names,
+	// a copy; nil without Options.Taps.
+	Tap *Tap
+}
+
+// Tap is the activation of the detector at a cut (detect.Cuts) for one
+// image, as its frozen lower part computes it from the image stretched to
+// the 512 x 512 input (mirrored for a mirrored copy): an H x W x C map,
+// e.g. 16 x 16 x 120 at cut "s32".
+type Tap struct {
+	// Cut names the cut; H, W and C are the map's height, width and
+	// channels.
+	Cut     string
+	H, W, C int
+	// Data holds H*W*C values in row-major HWC order.
+	Data []float32
 }
 
 // Run extracts the features of a prepared picture.
@@ -173,6 +223,13 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 	defer out.Release() // the maps are pooled into f below and not kept
 	if len(out.Maps) != len(e.info) {
 		return nil, fmt.Errorf("extractor: the detector returned %d maps, its MapInfo says %d", len(out.Maps), len(e.info))
+	}
+	var tap *Tap
+	if e.cut != nil {
+		// Copied now: out.Release hands the detector's memory back.
+		if tap, err = e.copyTap(out.Taps); err != nil {
+			return nil, err
+		}
 	}
 	boxes := ChooseBoxes(out.Detections, e.opt.maxBoxes(), e.opt.minScore(), !e.opt.NoFill)
 	D := e.ident.Width
@@ -206,7 +263,25 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 		f.Classes = append(f.Classes, b.Class)
 		f.Scores = append(f.Scores, b.Score)
 	}
+	f.Tap = tap
 	return f, nil
+}
+
+// copyTap returns a copy of the map among taps that is the activation at
+// e's cut.
+func (e *Extractor) copyTap(taps []detect.FeatureMap) (*Tap, error) {
+	c := e.cut
+	for i := range taps {
+		m := &taps[i]
+		if m.Name != c.Node {
+			continue
+		}
+		if m.H <= 0 || m.W <= 0 || m.C <= 0 || len(m.Data) != m.H*m.W*m.C {
+			return nil, fmt.Errorf("extractor: taps of cut %s: the detector's tap at %s is %dx%dx%d with %d values", c.Name, c.Node, m.H, m.W, m.C, len(m.Data))
+		}
+		return &Tap{Cut: c.Name, H: m.H, W: m.W, C: m.C, Data: slices.Clone(m.Data)}, nil
+	}
+	return nil, fmt.Errorf("extractor: taps of cut %s: the detector returns no tap at %s: load it with WithTaps", c.Name, c.Node)
 }
 
 // ChooseBoxes picks the regions of an image from the detections (boxes in

@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -19,7 +20,9 @@ import (
 //     x + 10 y in channel 0 and 100 + x - y in channel 1, whatever the image;
 //   - map "rgb" (stride 32, 16x16x3) holds the mean colour of each 32x32
 //     cell of the input, so that features follow the pixels;
-//   - the detections are dets, whatever the image.
+//   - the detections are dets, whatever the image;
+//   - for each graph node named in taps, Output.Taps has a map of that
+//     name (16x16x4, fakeTap), as detect.Detector.WithTaps gives it.
 //
 // When cancelAfter is set, the call after that many calls cancels cancel
 // and fails with its error (a Ctrl-C in the middle of a run).
@@ -28,6 +31,32 @@ type fakeDetector struct {
 	calls       atomic.Int64
 	cancelAfter int64
 	cancel      context.CancelFunc
+	taps        []string
+
+	mu      sync.Mutex
+	lastTap []float32 // the data of the last tap returned
+}
+
+// fakeTap is the tap at node of the picture rgb: 16x16x4, channels 0 to 2
+// the mean colour of each 32x32 cell (values that float16 rounds), channel
+// 3 a function of the cell and of the node's name.
+func fakeTap(node string, rgb []float32) detect.FeatureMap {
+	const S = detect.InputSize
+	m := detect.FeatureMap{Name: node, H: S / 32, W: S / 32, C: 4, Stride: 32}
+	m.Data = make([]float32, m.H*m.W*m.C)
+	for y := range S {
+		for x := range S {
+			for k := range 3 {
+				m.Data[((y/32)*m.W+x/32)*4+k] += rgb[(y*S+x)*3+k] / (32 * 32)
+			}
+		}
+	}
+	for y := range m.H {
+		for x := range m.W {
+			m.Data[(y*m.W+x)*4+3] = float32(len(node)) + 0.37*float32(x) - 1.01*float32(y)
+		}
+	}
+	return m
 }
 
 func (f *fakeDetector) Run(ctx context.Context, rgb []float32, opt detect.RunOptions) (*detect.Output, error) {
@@ -63,7 +92,16 @@ func (f *fakeDetector) Run(ctx context.Context, rgb []float32, opt detect.RunOpt
 			dets = append(dets, d)
 		}
 	}
-	return &detect.Output{Detections: dets, Maps: []detect.FeatureMap{lin, c}}, nil
+	out := &detect.Output{Detections: dets, Maps: []detect.FeatureMap{lin, c}}
+	for _, node := range f.taps {
+		out.Taps = append(out.Taps, fakeTap(node, rgb))
+	}
+	if len(out.Taps) > 0 {
+		f.mu.Lock()
+		f.lastTap = out.Taps[len(out.Taps)-1].Data
+		f.mu.Unlock()
+	}
+	return out, nil
 }
 
 // MapInfo describes the maps Run returns.

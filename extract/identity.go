@@ -29,17 +29,26 @@ type Identity struct {
 	Maps []string `json:"maps"`
 	// Pooling names how the maps are pooled (Pooling).
 	Pooling string `json:"pooling"`
+	// Tuned names the cut of the detector (detect.Cuts) whose upper part
+	// the model fine-tuned: the maps that part computes come from the
+	// model's own weights (a checkpoint carries them, package finetune),
+	// not the detector's. Empty for the detector as published.
+	Tuned string `json:"tuned,omitempty"`
 }
 
 // String names the identity in one line, as the error messages show it.
 func (id Identity) String() string {
-	return fmt.Sprintf("%s %s (maps %s, %s, %d-d)", id.Name, id.Version, strings.Join(id.Maps, "+"), id.Pooling, id.Width)
+	tuned := ""
+	if id.Tuned != "" {
+		tuned = ", the detector fine-tuned from cut " + id.Tuned + " by the model"
+	}
+	return fmt.Sprintf("%s %s (maps %s, %s, %d-d%s)", id.Name, id.Version, strings.Join(id.Maps, "+"), id.Pooling, id.Width, tuned)
 }
 
 // Equal reports whether two identities name the same features.
 func (id Identity) Equal(o Identity) bool {
 	return id.Name == o.Name && id.Version == o.Version && id.Width == o.Width &&
-		slices.Equal(id.Maps, o.Maps) && id.Pooling == o.Pooling
+		slices.Equal(id.Maps, o.Maps) && id.Pooling == o.Pooling && id.Tuned == o.Tuned
 }
 
 // Marshal returns the identity as JSON, the value of MetaKey.
@@ -94,6 +103,13 @@ type Record struct {
 	// model was trained on, so that a new image is given to it the same
 	// way; empty when unknown.
 	FeatureKind string `json:"feature_kind,omitempty"`
+	// Taps, in a data set's record (not its global/ copy's), names the cut
+	// (detect.Cuts) at which the run that wrote it cached the detector's
+	// activations, for each split it wrote, in TapsPath(DATA, Taps, SPLIT);
+	// empty when it cached none. Splits listed from earlier runs keep the
+	// taps files those runs wrote, if any: every taps file matches its
+	// split's images.
+	Taps string `json:"taps,omitempty"`
 }
 
 // SplitRecord describes one split of an extracted data set.

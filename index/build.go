@@ -34,6 +34,8 @@ type BuildOptions struct {
 	Layout Layout
 	Dsub   int
 	Coder  ResidualCoder
+	// Attach is stored in the index's copy of the model (Writer.Attach).
+	Attach *Attachment
 }
 
 // Stats describes what Build added.
@@ -59,6 +61,9 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 		return nil, err
 	}
 	defer w.Abort()
+	if o != nil {
+		w.Attach(o.Attach)
+	}
 	lo := LayoutOptions{Images: c.Images.Len(), Captions: len(c.Captions)}
 	if o != nil {
 		lo.Layout, lo.Dsub, lo.Coder = o.Layout, o.Dsub, o.Coder

@@ -13,6 +13,7 @@ import (
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/nn"
 )
 
 // Mode says what a Writer does to an index directory.
@@ -52,7 +53,22 @@ type Writer struct {
 	stored map[string]storedLayout
 	lock   *lockfile.Lock
 	done   bool
+	attach *Attachment // stored in the model's file, when Commit writes one
 }
+
+// Attachment is what an index's copy of its model carries beside the
+// model's weights, as the checkpoint it came from did: the weights and
+// metadata of the detector's part that the model fine-tuned (package
+// finetune), with which the features of a new image are made.
+type Attachment struct {
+	Tensors []nn.Named
+	Meta    map[string]string
+}
+
+// Attach stores a in the index's copy of the model, when Commit writes
+// one (a new index, or a new model: an append keeps the file, and what is
+// attached to it).
+func (w *Writer) Attach(a *Attachment) { w.attach = a }
 
 // NewWriter starts writing to the index in dir with the vectors of model m.
 // It locks the directory (package lockfile) until Commit or Abort: a second
@@ -365,7 +381,15 @@ func (w *Writer) Commit(ctx context.Context) error {
 	if w.prev == nil || w.prev.Model.File != w.man.Model.File {
 		path := filepath.Join(w.dir, w.man.Model.File)
 		w.files = append(w.files, path)
-		if err := model.Save(path, w.m, nil, map[string]string{"index_generation": fmt.Sprint(w.man.Generation)}); err != nil {
+		md := map[string]string{"index_generation": fmt.Sprint(w.man.Generation)}
+		var extra []nn.Named
+		if w.attach != nil {
+			for k, v := range w.attach.Meta {
+				md[k] = v
+			}
+			extra = w.attach.Tensors
+		}
+		if err := model.Save(path, w.m, extra, md); err != nil {
 			return fail(fmt.Errorf("index %s: %w", w.dir, err))
 		}
 	}

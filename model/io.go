@@ -47,9 +47,22 @@ const BestCheckpoint = "best-rsum.safetensors"
 // and vocabulary to a safetensors file (atomically); extra tensors (e.g.
 // optimiser state) and metadata are stored beside them.
 func Save(path string, m Model, extra []nn.Named, meta map[string]string) error {
+	return save(path, m, extra, meta, false)
+}
+
+// SaveHalf is Save with the tensors stored in half precision
+// (checkpoint.Entry.Half): half the bytes, for a model shipped rather
+// than trained on (xmr export). A tensor with a value beyond half
+// precision's range (a feature channel's inverse deviation, say) stays
+// float32.
+func SaveHalf(path string, m Model, extra []nn.Named, meta map[string]string) error {
+	return save(path, m, extra, meta, true)
+}
+
+func save(path string, m Model, extra []nn.Named, meta map[string]string, half bool) error {
 	var entries []checkpoint.Entry
 	for _, p := range append(append(m.Params(), state(m)...), extra...) {
-		entries = append(entries, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data})
+		entries = append(entries, checkpoint.Entry{Name: p.Name, Shape: p.T.Shape, Data: p.T.Data, Half: half && fitsHalf(p.T.Data)})
 	}
 	cfg := m.Config()
 	md := map[string]string{}
@@ -152,6 +165,17 @@ func fromFile(path string, f *checkpoint.File) (Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// fitsHalf reports whether every value of x has a finite half-precision
+// value (within +-65504 once rounded).
+func fitsHalf(x []float32) bool {
+	for _, v := range x {
+		if !(math.Abs(float64(v)) < 65520) { // 65520 and up round to infinity
+			return false
+		}
+	}
+	return true
 }
 
 // state returns the state tensors of a Stateful model, nil for others.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/configs"
+	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/model"
 )
@@ -78,7 +79,12 @@ type TrainingConfig struct {
 	BERTLR float64 `yaml:"bert-lr"`
 	// VisionLR is the learning rate of an image network trained with the
 	// model, the parameters named with VisionPrefix (0: same as LR).
-	VisionLR     float64 `yaml:"vision-lr,omitempty"`
+	VisionLR float64 `yaml:"vision-lr,omitempty"`
+	// VisionCut fine-tunes the detector with the model from this cut
+	// (detect.Cuts: "s32" or "s16"; empty: the features as extracted):
+	// the data set must be xmr extract's with --taps of that cut, and the
+	// checkpoints carry the part's weights (package finetune).
+	VisionCut    string  `yaml:"vision-cut,omitempty"`
 	GradClip     float64 `yaml:"grad-clip"`
 	MaxViolation bool    `yaml:"max-violation"`
 	// MaxViolationAfter trains with the sum over negatives for this many
@@ -254,6 +260,11 @@ func (c Config) Validate() error {
 	interval("training.lr", t.LR, 0, 10, true, false)
 	interval("training.bert-lr", t.BERTLR, 0, 10, false, false)
 	interval("training.vision-lr", t.VisionLR, 0, 10, false, false)
+	if t.VisionCut != "" {
+		if _, err := detect.CutNamed(t.VisionCut); err != nil {
+			bad("training.vision-cut", "%v", err)
+		}
+	}
 	if t.Beta1 != 0 {
 		interval("training.beta1", t.Beta1, 0, 1, true, true)
 	}

@@ -47,7 +47,7 @@ func TestBackwardAndResetMatchesBackward(t *testing.T) {
 				tp := tensor.NewTape()
 				tp.Seed(1, 3) // dropout on
 				iter := cfg.Training.MaxViolationAfter + 1
-				img, txt := encode(tp, m, b) // as Stepper.Step: side by side
+				img, txt := encode(tp, m, nil, b) // as Stepper.Step: side by side
 				l := s.obj.Loss(tp, img, txt, b.Texts, b.Images.Items, iter)
 				if release {
 					tp.BackwardAndReset(l)

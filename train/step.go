@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/checkpoint"
+	"github.com/xmr-project/xmr/finetune"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/nn"
 	"github.com/xmr-project/xmr/optim"
@@ -23,13 +24,14 @@ type Batch struct {
 // VisionPrefix starts the names of the parameters of an image network
 // that a model trains (a part of the detector): Stepper gives them a group
 // of their own, at training.vision-lr.
-const VisionPrefix = "vision."
+const VisionPrefix = finetune.Prefix
 
 // Stepper takes optimisation steps of a model: the objective of the
 // training config, Adam with a BERT group (and a vision group, see
 // VisionPrefix) and the configured schedule, gradient clipping. Run drives one; so does the train-step benchmark.
 type Stepper struct {
 	m      model.Model
+	vision Vision // nil: the features as they come
 	obj    *objective
 	opt    *optim.Adam
 	params []*tensor.Tensor
@@ -38,13 +40,32 @@ type Stepper struct {
 	tc     TrainingConfig
 }
 
+// Vision is an image network trained with the model: the part of the
+// detector whose maps package finetune recomputes a batch's region
+// features with (finetune.Data).
+type Vision interface {
+	// Params returns its weights, named with VisionPrefix.
+	Params() []nn.Named
+	// Features returns feat, the features of the training split's images
+	// items (B, R, D), with what the network computes recomputed on tp.
+	Features(tp *tensor.Tape, items []int, feat *tensor.Tensor) *tensor.Tensor
+}
+
 // NewStepper prepares training m with tc; itersPerEpoch converts the
 // schedule's epochs into iterations.
 func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, error) {
-	s := &Stepper{m: m, obj: newObjective(tc, m), tp: tensor.NewTape(), tc: tc}
+	return NewVisionStepper(m, nil, tc, itersPerEpoch)
+}
+
+// NewVisionStepper is NewStepper for a model trained with an image
+// network v (nil: none) that recomputes every batch's features from the
+// training split's images (Batch.Images.Items): its weights train in the
+// vision group and are stored with the objective's (Tensors).
+func NewVisionStepper(m model.Model, v Vision, tc TrainingConfig, itersPerEpoch int) (*Stepper, error) {
+	s := &Stepper{m: m, vision: v, obj: newObjective(tc, m), tp: tensor.NewTape(), tc: tc}
 	var bert, vision, rest []optim.NamedParam
 	var names []string // of s.params
-	for _, p := range append(m.Params(), s.obj.Params()...) {
+	for _, p := range slices.Concat(m.Params(), s.obj.Params(), s.visionParams()) {
 		if !p.T.RequiresGrad() {
 			continue
 		}
@@ -105,7 +126,10 @@ func NewStepper(m model.Model, tc TrainingConfig, itersPerEpoch int) (*Stepper, 
 func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 	s.tp.Seed(s.tc.Seed, uint64(iter))
 	err = tensor.Try(func() {
-		img, txt := encode(s.tp, s.m, b)
+		if s.vision != nil && b.Images.Items == nil {
+			panic(errors.New("a batch without its images' indices: the image network cannot recompute their features"))
+		}
+		img, txt := encode(s.tp, s.m, s.vision, b)
 		l := s.obj.Loss(s.tp, img, txt, b.Texts, b.Images.Items, iter)
 		loss = float64(l.Item())
 		s.tp.BackwardAndReset(l)
@@ -135,10 +159,24 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 // (tensor.Tape.Both), since a model's encoders share nothing until the
 // loss (MEMBER's read each other's memory bank, which changes only when
 // the step ends: Memorizer.EndStep).
-func encode(tp *tensor.Tape, m model.Model, b Batch) (img, txt *model.Encoded) {
-	tp.Both(func(tp *tensor.Tape) { img = m.EncodeImages(tp, b.Images) },
+func encode(tp *tensor.Tape, m model.Model, v Vision, b Batch) (img, txt *model.Encoded) {
+	tp.Both(func(tp *tensor.Tape) {
+		im := b.Images
+		if v != nil {
+			im.Feat = v.Features(tp, im.Items, im.Feat)
+		}
+		img = m.EncodeImages(tp, im)
+	},
 		func(tp *tensor.Tape) { txt = m.EncodeTexts(tp, b.Texts) })
 	return img, txt
+}
+
+// visionParams returns the image network's weights, nil without one.
+func (s *Stepper) visionParams() []nn.Named {
+	if s.vision == nil {
+		return nil
+	}
+	return s.vision.Params()
 }
 
 // LR returns the current learning rate of the model group.
@@ -157,10 +195,11 @@ func (s *Stepper) NumParams() int {
 const optimPrefix = "optim."
 
 // Tensors returns what a checkpoint stores beside the model's weights: the
-// objective's parameters and, withOptimizer, the optimiser state and the
+// objective's parameters, the image network's weights (Vision) and,
+// withOptimizer, the optimiser state and the
 // averaged weights (training.ema-decay).
 func (s *Stepper) Tensors(withOptimizer bool) []nn.Named {
-	out := s.obj.Params()
+	out := append(s.obj.Params(), s.visionParams()...)
 	if !withOptimizer {
 		return out
 	}
@@ -181,7 +220,7 @@ func (s *Stepper) Tensors(withOptimizer bool) []nn.Named {
 
 // Load restores what Tensors(true) stored.
 func (s *Stepper) Load(f *checkpoint.File) error {
-	if err := model.LoadTensors(f, s.obj.Params()); err != nil {
+	if err := model.LoadTensors(f, append(s.obj.Params(), s.visionParams()...)); err != nil {
 		return err
 	}
 	st := map[string]*tensor.Tensor{}

@@ -21,7 +21,9 @@ import (
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/finetune"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/progress"
@@ -69,6 +71,9 @@ type Options struct {
 	// (extract.MetaKey), which commands that later pair the model with
 	// features check.
 	Meta map[string]string
+	// Detector loads the detector whose upper part training.vision-cut
+	// fine-tunes; only such a run calls it.
+	Detector func(context.Context) (*detect.Detector, error)
 }
 
 // runFiles are the files a run writes into its directory; Overwrite removes
@@ -296,6 +301,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 	}
+	var vision Vision
+	if cfg.Training.VisionCut != "" {
+		vd, err := openVision(ctx, o, cfg.Training.VisionCut, src.Path, trainSplit, devSplit, resumed == nil)
+		if err != nil {
+			return nil, err
+		}
+		defer vd.Close()
+		vision = vd
+	}
 	eval.LogImageInput(m, trainSplit)
 	tc := cfg.Training
 	nCaps := trainSplit.NumCaptions()
@@ -304,7 +318,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	bs := min(tc.BatchSize, nCaps)
 	itersPerEpoch := nCaps / bs // the last partial batch is dropped, as VSE++ does
-	stepper, err := NewStepper(m, tc, itersPerEpoch)
+	stepper, err := NewVisionStepper(m, vision, tc, itersPerEpoch)
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +335,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	val, err := newValidator(ctx, m, devSplit, grounding, o.ValImages)
 	if err != nil {
 		return nil, err
+	}
+	if vd, ok := vision.(*finetune.Data); ok {
+		val.refeature = vd.Dev
 	}
 	// The run is ready to train: only now is its config.yaml written (a
 	// resume refused above leaves the directory as it was).
@@ -359,6 +376,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			md[k] = v
 		}
 		md[metaState], md[metaConfig] = string(sb), cfg.Marshal()
+		if vision != nil {
+			md[finetune.MetaKey] = cfg.Training.VisionCut
+		}
 		return model.Save(path, m, stepper.Tensors(withOptimizer), md)
 	}
 	validateAndSaveBest := func() error {
@@ -547,6 +567,37 @@ func buildMemory(ctx context.Context, m model.Model, s *data.Split) error {
 	}
 	slog.Info("building the memory banks from the training set", "images", s.NumImages(), "captions", len(captionImage))
 	return mem.BuildMemory(ctx, s.Images, s.Captions, captionImage)
+}
+
+// openVision opens the part of the detector at cut, and the activations
+// of the data set in dir that it recomputes the features from; fresh (a
+// new run, whose part has the detector's weights) checks them against the
+// extracted features first.
+func openVision(ctx context.Context, o Options, cut, dir string, tr, dev *data.Split, fresh bool) (*finetune.Data, error) {
+	if o.Detector == nil {
+		return nil, fmt.Errorf("training.vision-cut %s: no detector to fine-tune was given", cut)
+	}
+	c, err := detect.CutNamed(cut)
+	if err != nil {
+		return nil, fmt.Errorf("training.vision-cut: %w", err)
+	}
+	if tr.Global {
+		return nil, fmt.Errorf("training.vision-cut %s: %s holds global features; fine-tuning the detector needs region features (a data set's main directory)", cut, dir)
+	}
+	det, err := o.Detector(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vd, err := finetune.OpenData(dir, det, c, tr.Images, dev.Images, fresh)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, p := range vd.Params() {
+		n += p.T.Numel()
+	}
+	slog.Info("fine-tuning the detector", "cut", c.Name, "weights", n, "from", c.Node)
+	return vd, nil
 }
 
 // BatchOf gathers the captions caps of s and their images into a batch of

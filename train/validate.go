@@ -20,6 +20,9 @@ type validator struct {
 	grounding []data.Grounding
 	ndcgKey   string  // relevance whose NDCG picks the best checkpoint
 	chance    float64 // rsum of a random ranking (chanceRSum)
+	// refeature, when set, recomputes the split's features before each
+	// validation (an image network trained with the model: Vision).
+	refeature func(*data.Regions) (*data.Regions, error)
 }
 
 func newValidator(ctx context.Context, m model.Model, dev *data.Split, grounding []data.Grounding, maxImages int) (*validator, error) {
@@ -49,7 +52,17 @@ func newValidator(ctx context.Context, m model.Model, dev *data.Split, grounding
 
 // run evaluates the model's current weights.
 func (v *validator) run(ctx context.Context) (Record, error) {
-	res, err := eval.EvaluateModels(ctx, []model.Model{v.m}, v.split, eval.ModelOptions{
+	s := v.split
+	if v.refeature != nil {
+		im, err := v.refeature(s.Images)
+		if err != nil {
+			return Record{}, err
+		}
+		c := *s
+		c.Images = im
+		s = &c
+	}
+	res, err := eval.EvaluateModels(ctx, []model.Model{v.m}, s, eval.ModelOptions{
 		Options:   eval.Options{Relevances: v.rel},
 		Grounding: v.grounding,
 	})

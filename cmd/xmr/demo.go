@@ -378,13 +378,14 @@ func drawExamples(dir string, split *data.Split, res *eval.ModelResult, groundin
 // evaluation's embeddings of it (res), unless the index there was built by
 // m already (and rebuild is not set).
 func demoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, images string, res *eval.ModelResult, rebuild bool) error {
-	return writeDemoIndex(ctx, dir, m, split, collection(split, images), res, rebuild)
+	return writeDemoIndex(ctx, dir, m, nil, split, collection(split, images), res, rebuild)
 }
 
 // writeDemoIndex writes the index of split (as the collection c) in dir
 // from the evaluation's embeddings of it (res), unless the index there was
-// built by m already (and rebuild is not set).
-func writeDemoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, c index.Collection, res *eval.ModelResult, rebuild bool) error {
+// built by m already (and rebuild is not set); att is stored with the
+// index's copy of m (Writer.Attach).
+func writeDemoIndex(ctx context.Context, dir string, m model.Model, att *index.Attachment, split *data.Split, c index.Collection, res *eval.ModelResult, rebuild bool) error {
 	if ix, err := index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
 		same := ix.Manifest().Model.Fingerprint == model.Fingerprint(m)
 		ni, nc := ix.Len()
@@ -400,6 +401,7 @@ func writeDemoIndex(ctx context.Context, dir string, m model.Model, split *data.
 		return err
 	}
 	defer w.Abort()
+	w.Attach(att)
 	if err := w.AddImages(ctx, res.Images, c.ImageRows); err != nil {
 		return err
 	}

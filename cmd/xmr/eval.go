@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/checkpoint"
+	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/outpath"
@@ -38,6 +40,7 @@ var evalFlags struct {
 	ndcgNonZeroI2T bool
 	json           bool
 	cpuProfile     string
+	models         string
 }
 
 func init() {
@@ -75,6 +78,7 @@ func init() {
 			fs.BoolVar(&evalFlags.ndcgNonZeroI2T, "ndcg-nonzero-i2t", false, "average image-to-text NDCG over non-zero values only, as the official TERAN code does")
 			fs.BoolVar(&evalFlags.json, "json", false, "print all metrics as one JSON object")
 			fs.StringVar(&evalFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
+			fs.StringVar(&evalFlags.models, "models", "", "for a model that fine-tuned the detector: `DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr)")
 		},
 		run: runEval,
 	})
@@ -169,6 +173,9 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 			return err
 		}
 		err = checkDataFeatures(cf, path, src.Path)
+		if err == nil {
+			split, err = evalTunedSplit(ctx, cf, path, src.Path, split)
+		}
 		cf.Close()
 		if err != nil {
 			return err
@@ -213,6 +220,20 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 		}
 	}
 	return nil
+}
+
+// evalTunedSplit returns split as the model of checkpoint file f (given
+// as path) reads it (tunedSplit): a model that fine-tuned the detector
+// reads features of its own, so it is evaluated alone.
+func evalTunedSplit(ctx context.Context, f *checkpoint.File, path, dataPath string, split *data.Split) (*data.Split, error) {
+	cut, err := tunedCut(f)
+	if err != nil || cut == "" {
+		return split, err
+	}
+	if len(evalFlags.checkpoints) > 1 {
+		return nil, usageErrorf("--checkpoint %s fine-tuned the detector (cut %s): it reads features of its own, which no other model reads; evaluate it alone", path, cut)
+	}
+	return tunedSplit(ctx, f, evalFlags.models, dataPath, split)
 }
 
 // stringList is a repeatable string flag.

@@ -27,6 +27,10 @@ type extractorFlags struct {
 	maxBoxes  int
 	minScore  float64
 	maxPixels int64
+	// taps names a cut (detect.Cuts) whose activation the extractor
+	// returns too (extract.Options.Taps); only xmr extract sets it
+	// (--taps), and addTo does not declare it.
+	taps string
 }
 
 // addTo declares the flags on fs.
@@ -47,7 +51,21 @@ func (f *extractorFlags) check() error {
 	case f.maxPixels <= 0:
 		return usageErrorf("--max-pixels %d: want a positive number", f.maxPixels)
 	}
+	if f.taps != "" {
+		if _, err := detect.CutNamed(f.taps); err != nil {
+			return usageErrorf("--taps %q: want one of %s (the cuts a photo model fine-tunes the detector from, docs/photos.md)", f.taps, strings.Join(cutNames(), ", "))
+		}
+	}
 	return nil
+}
+
+// cutNames returns the names of detect.Cuts.
+func cutNames() []string {
+	var names []string
+	for _, c := range detect.Cuts {
+		names = append(names, c.Name)
+	}
+	return names
 }
 
 func (f *extractorFlags) limits() extract.Limits {
@@ -64,7 +82,16 @@ func (f *extractorFlags) extractor(ctx context.Context) (*extract.Extractor, err
 	if err != nil {
 		return nil, err
 	}
-	opt := extract.Options{MaxBoxes: f.maxBoxes, MinScore: float32(f.minScore)}
+	if f.taps != "" {
+		cut, err := detect.CutNamed(f.taps)
+		if err != nil {
+			return nil, usageErrorf("--taps: %v", err)
+		}
+		if det, err = withTaps(det, cut); err != nil {
+			return nil, err
+		}
+	}
+	opt := extract.Options{MaxBoxes: f.maxBoxes, MinScore: float32(f.minScore), Taps: f.taps}
 	if f.maps != "" {
 		for _, m := range strings.Split(f.maps, ",") {
 			if m = strings.TrimSpace(m); m != "" {
@@ -77,6 +104,31 @@ func (f *extractorFlags) extractor(ctx context.Context) (*extract.Extractor, err
 		return nil, err
 	}
 	return e, nil
+}
+
+// withTaps returns det made to return its activation at cut's node too
+// (detect.Detector.WithTaps), for extract.Options.Taps. A detector of the
+// tests does it with a WithTaps method of its own.
+func withTaps(det extract.Detector, cut detect.Cut) (extract.Detector, error) {
+	var tapped extract.Detector
+	var err error
+	switch d := det.(type) {
+	case *detect.Detector:
+		var t *detect.Detector
+		if t, err = d.WithTaps(cut.Node); err == nil {
+			tapped = t
+		}
+	case interface {
+		WithTaps(nodes ...string) (extract.Detector, error)
+	}:
+		tapped, err = d.WithTaps(cut.Node)
+	default:
+		err = fmt.Errorf("this detector (%T) returns no activations", det)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--taps %s: the detector's activation at %s: %w", cut.Name, cut.Node, err)
+	}
+	return tapped, nil
 }
 
 // loadDetector fetches the detector's weights into cache (default
@@ -113,7 +165,7 @@ func init() {
 	register(&command{
 		name:    "extract",
 		summary: "make region features of JPEG and PNG images with a pretrained detector, as a data set that train, eval and index read",
-		usage:   "--images DIR|KARPATHY.json --out DATA [--captions FILE] [--split S] [--shard I/N | --join] [flags]",
+		usage:   "--images DIR|KARPATHY.json --out DATA [--captions FILE] [--split S] [--taps CUT] [--shard I/N | --join] [flags]",
 		examples: `  # A synthetic world's PNGs (every split, with its captions):
   xmr synth --out world --n 2000
   xmr extract --images world --out world-feats
@@ -129,6 +181,8 @@ func init() {
   xmr extract --images dataset_coco.json --image-root /data/coco --out coco-feats --shard 1/3   # on machine 1, 2/3 on 2, ...
   rsync -a machine2:coco-feats/parts/ machine3:coco-feats/parts/ coco-feats/parts/
   xmr extract --images dataset_coco.json --image-root /data/coco --out coco-feats --join
+  # Photos to train a model that fine-tunes the detector, its activations cached too:
+  xmr extract --images dataset_flickr8k.json --image-root photos --flip --taps s32 --out f8k-feats
 
 The detector is CenterNet (MobileNetV3, COCO), fetched with npm into --models
 the first time (docs/extract.md). Each image is stretched to 512x512; up to
@@ -137,6 +191,12 @@ whole image and the cells of a 2x2 and a 3x3 grid; each region's vector is
 ROI-Align over the detector's feature maps, and DATA/global holds one vector
 per image for SEAM and VSE++. DATA/features.json records the extractor:
 models trained on these features refuse any other's, and the other way round.
+
+--taps CUT (s16 or s32) also caches the detector's activation at that cut for
+every image, in DATA/taps-CUT/SPLIT.npy (float16, (N, H, W, C) in the order
+of SPLIT_ids.txt: 16x16x120, 61 KB an image, at s32; 32x32x88, 180 KB, at
+s16), which a model that fine-tunes the detector's upper part trains from
+(docs/photos.md). The features are the same with it or without.
 
 A stopped run (Ctrl-C, kill -9) keeps every finished chunk of --chunk images
 in DATA/parts: run the same command again to go on. An unreadable image
@@ -156,6 +216,7 @@ rest.`,
 			fs.BoolVar(&f.join, "join", false, "extract nothing: join the parts in DATA/parts (every shard's) into the data set")
 			fs.IntVar(&f.workers, "workers", runtime.NumCPU(), "images extracted at once (1 to 4 per CPU)")
 			fs.IntVar(&f.chunk, "chunk", 64, "images per part file (the work a stopped run can lose)")
+			fs.StringVar(&f.ext.taps, "taps", "", "also cache the detector's activation at `CUT` ("+strings.Join(cutNames(), " or ")+") for every image, in DATA/taps-CUT/SPLIT.npy (float16; 61 KB an image at s32), for fine-tuning the detector (docs/photos.md)")
 			fs.BoolVar(&f.flip, "flip", false, "also extract every train image mirrored left to right, as more training data (its captions' left and right swapped; ids end in "+extract.MirrorSuffix+")")
 			f.ext.addTo(fs)
 		},
@@ -310,6 +371,9 @@ func runExtract(ctx context.Context, args []string) error {
 		n += len(s.Items)
 	}
 	fmt.Fprintf(stdout, "extracting %d images of the %s with %s\n", n, what, e.Identity())
+	if e.Taps() != "" {
+		fmt.Fprintf(stdout, "caching the detector's activations at cut %s in %s\n", e.Taps(), filepath.Dir(extract.TapsPath(f.out, e.Taps(), "SPLIT")))
+	}
 	start := time.Now()
 	rep, err := extract.Build(ctx, e, f.out, splits, opt)
 	if err != nil {
@@ -338,6 +402,9 @@ func runExtract(ctx context.Context, args []string) error {
 				fmt.Fprintf(stdout, " (index-only)")
 			}
 			fmt.Fprintln(stdout)
+			if e.Taps() != "" && rep.Images[s.Name] > 0 {
+				fmt.Fprintf(stdout, "wrote %s: the detector's activations at cut %s\n", extract.TapsPath(f.out, e.Taps(), s.Name), e.Taps())
+			}
 		}
 		fmt.Fprintf(stdout, "global features for SEAM and VSE++: %s\n", filepath.Join(f.out, "global"))
 	}
@@ -374,6 +441,9 @@ func extractJoinArgs() []string {
 	}
 	if f.ext.maxBoxes != 36 {
 		args = append(args, "--max-boxes", strconv.Itoa(f.ext.maxBoxes))
+	}
+	if f.ext.taps != "" {
+		args = append(args, "--taps", f.ext.taps)
 	}
 	return append(args, "--out", f.out, "--join")
 }

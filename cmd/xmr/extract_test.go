@@ -23,6 +23,7 @@ import (
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/server"
 	"github.com/xmr-project/xmr/synth"
 )
@@ -227,7 +228,7 @@ func TestExtractTrainEval(t *testing.T) {
 		t.Errorf("search --image-file printed %q (%v)", stdout, err)
 	}
 	// What xmr serve takes uploads with.
-	uq, err := uploadQuery(context.Background(), capIdx, false, "", 1<<20)
+	uq, err := uploadQuery(context.Background(), capIdx, nil, false, "", 1<<20)
 	if err != nil || uq == nil {
 		t.Fatalf("uploadQuery: %v", err)
 	}
@@ -248,7 +249,7 @@ func TestExtractTrainEval(t *testing.T) {
 	if _, err := uq(context.Background(), bomb, m); !errors.Is(err, server.ErrImageTooLarge) {
 		t.Errorf("upload of a PNG claiming 100000x100000: %v", err)
 	}
-	if uq, err := uploadQuery(context.Background(), filepath.Join(dir, "x.idx"), false, "", 1<<20); uq != nil || err != nil {
+	if uq, err := uploadQuery(context.Background(), filepath.Join(dir, "x.idx"), nil, false, "", 1<<20); uq != nil || err != nil {
 		t.Errorf("uploadQuery of an index without features.json: %v", err)
 	}
 
@@ -452,5 +453,164 @@ func TestExtractKill9(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, extract.PartsDir)); !os.IsNotExist(err) {
 		t.Errorf("parts left after the join: %v", err)
+	}
+}
+
+// tapPixelDetector is pixelDetector that can be loaded with taps, as
+// detect.Detector.WithTaps does: its Run then also returns, for each node,
+// a 16x16x8 map of the image (the px map's first 8 channels, scaled).
+type tapPixelDetector struct {
+	pixelDetector
+	taps []string
+}
+
+// WithTaps returns the detector tapping nodes too.
+func (d tapPixelDetector) WithTaps(nodes ...string) (extract.Detector, error) {
+	return tapPixelDetector{taps: append(append([]string(nil), d.taps...), nodes...)}, nil
+}
+
+func (d tapPixelDetector) Run(ctx context.Context, rgb []float32, opt detect.RunOptions) (*detect.Output, error) {
+	out, err := d.pixelDetector.Run(ctx, rgb, opt)
+	if err != nil {
+		return nil, err
+	}
+	px := out.Maps[0]
+	for _, node := range d.taps {
+		m := detect.FeatureMap{Name: node, H: px.H, W: px.W, C: 8, Stride: px.Stride, Data: make([]float32, px.H*px.W*8)}
+		for i := range px.H * px.W {
+			for c := range 8 {
+				m.Data[i*8+c] = 3.7 * px.Data[i*16+c]
+			}
+		}
+		out.Taps = append(out.Taps, m)
+	}
+	return out, nil
+}
+
+// TestExtractTaps: --taps caches the detector's activations at the cut,
+// for the shards' join too; an unknown cut is a usage error, and a
+// detector that cannot be tapped an error.
+func TestExtractTaps(t *testing.T) {
+	old := loadDetector
+	t.Cleanup(func() { loadDetector = old })
+	loadDetector = func(context.Context, string) (extract.Detector, error) { return tapPixelDetector{}, nil }
+	dir := t.TempDir()
+	photos := filepath.Join(dir, "photos")
+	os.MkdirAll(photos, 0o755)
+	for i, c := range []color.RGBA{{200, 0, 0, 255}, {0, 200, 0, 255}, {0, 0, 200, 255}} {
+		writeColourPNG(t, filepath.Join(photos, string(rune('a'+i))+".png"), 50+i, 40, c)
+	}
+	out := filepath.Join(dir, "out")
+	stdout, stderr, code := run(t, "extract", "--images", photos, "--out", out, "--taps", "s32")
+	path := extract.TapsPath(out, "s32", "test")
+	if code != 0 || !strings.Contains(stdout, "wrote "+path+": the detector's activations at cut s32") {
+		t.Fatalf("extract --taps s32: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	f, err := npy.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if f.Header.String() != "(3,16,16,8) float16" {
+		t.Errorf("%s is %s", path, f.Header)
+	}
+	if r, err := extract.ReadRecord(out); err != nil || r.Taps != "s32" {
+		t.Errorf("features.json: %+v, %v", r, err)
+	}
+
+	// A shard's parts carry the taps, and the join command names them.
+	sharded := filepath.Join(dir, "sharded")
+	stdout, stderr, code = run(t, "extract", "--images", photos, "--out", sharded, "--taps", "s16", "--chunk", "1", "--shard", "1/2")
+	if code != 0 || !strings.Contains(stdout, "--taps s16 --out "+sharded+" --join") {
+		t.Errorf("a shard: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+
+	_, stderr, code = run(t, "extract", "--images", photos, "--out", filepath.Join(dir, "x"), "--taps", "s64")
+	if code != 2 || !strings.Contains(stderr, `--taps "s64": want one of s16, s32`) {
+		t.Errorf("--taps s64: exit %d, %s", code, stderr)
+	}
+	useFakeDetector(t) // pixelDetector: no WithTaps
+	_, stderr, code = run(t, "extract", "--images", photos, "--out", filepath.Join(dir, "y"), "--taps", "s32")
+	if code != 1 || !strings.Contains(stderr, "--taps s32: the detector's activation at "+mustCutNode(t, "s32")) {
+		t.Errorf("--taps with a detector that cannot be tapped: exit %d, %s", code, stderr)
+	}
+}
+
+func mustCutNode(t *testing.T, name string) string {
+	t.Helper()
+	c, err := detect.CutNamed(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Node
+}
+
+// TestExtractTapsDetector runs xmr extract --taps s32 with the real
+// detector on three of the shared photos: the taps file is (3, 16, 16,
+// 120) float16 of finite values. Without the photos or the detector's
+// weights it is skipped, except under CI=true.
+func TestExtractTapsDetector(t *testing.T) {
+	ci := os.Getenv("CI") == "true"
+	shared, err := filepath.Abs(filepath.Join(sharedPhotos, "images"))
+	var names []string
+	if err == nil {
+		var es []os.DirEntry
+		es, err = os.ReadDir(shared)
+		for _, e := range es {
+			if strings.HasSuffix(e.Name(), ".jpg") && len(names) < 3 {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	if err == nil && len(names) < 3 {
+		err = fmt.Errorf("%s holds %d photos", shared, len(names))
+	}
+	if err != nil {
+		if ci {
+			t.Fatalf("the shared photos: %v", err)
+		}
+		t.Skipf("the shared photos are not here: %v", err)
+	}
+	if _, err := detect.Fetch(context.Background(), detect.DefaultCacheDir()); err != nil {
+		if ci {
+			t.Fatalf("the detector's weights: %v", err)
+		}
+		t.Skipf("the detector's weights are not available: %v", err)
+	}
+	dir := t.TempDir()
+	photos := filepath.Join(dir, "photos")
+	os.MkdirAll(photos, 0o755)
+	for _, n := range names {
+		if err := os.Symlink(filepath.Join(shared, n), filepath.Join(photos, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "out")
+	if _, stderr, code := run(t, "extract", "--images", photos, "--out", out, "--taps", "s32", "--workers", "1"); code != 0 {
+		t.Fatalf("extract --taps s32: exit %d: %s", code, stderr)
+	}
+	a, err := npy.Read(extract.TapsPath(out, "s32", "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := npy.Open(extract.TapsPath(out, "s32", "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if f.Header.String() != "(3,16,16,120) float16" {
+		t.Fatalf("the taps are %s, want (3,16,16,120) float16", f.Header)
+	}
+	nonzero := 0
+	for _, v := range a.Data {
+		if v != v || v > 65504 || v < -65504 {
+			t.Fatalf("a tap value is %v", v)
+		}
+		if v != 0 {
+			nonzero++
+		}
+	}
+	if nonzero < len(a.Data)/4 {
+		t.Errorf("only %d of %d tap values are not zero", nonzero, len(a.Data))
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/extract"
+	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -41,6 +42,9 @@ func checkDataFeatures(f *checkpoint.File, ckptFlag, dataPath string) error {
 		return err
 	}
 	did, err := dataIdentity(dataPath)
+	if err == nil {
+		did, err = tunedDataIdentity(f, ckptFlag, did, dataPath)
+	}
 	if err != nil {
 		return err
 	}
@@ -79,11 +83,16 @@ func checkDataKind(f *checkpoint.File, modelName, dataPath string) error {
 
 // trainMeta returns the checkpoint metadata that records the data's
 // extractor for a training run on dataPath, and on a resumed run checks
-// that the run's checkpoint records the same.
-func trainMeta(dataPath, runDir string, resume bool) (map[string]string, error) {
+// that the run's checkpoint records the same. A run that fine-tunes the
+// detector from a cut (visionCut, or what the resumed run records) reads
+// the data's features with that cut's maps made by its own part.
+func trainMeta(dataPath, runDir string, resume bool, visionCut string) (map[string]string, error) {
 	did, err := dataIdentity(dataPath)
 	if err != nil {
 		return nil, err
+	}
+	if did != nil && visionCut != "" {
+		did.Tuned = visionCut
 	}
 	if resume {
 		if last := filepath.Join(runDir, "last.safetensors"); fileExists(last) {
@@ -92,6 +101,9 @@ func trainMeta(dataPath, runDir string, resume bool) (map[string]string, error) 
 				return nil, err
 			}
 			mid, err := checkpointIdentity(f)
+			if err == nil && mid != nil && did != nil && did.Tuned == "" {
+				did.Tuned = mid.Tuned
+			}
 			if err == nil {
 				err = extract.Check(mid, "the run in "+runDir, did, "--data "+dataPath)
 			}
@@ -115,24 +127,33 @@ func trainMeta(dataPath, runDir string, resume bool) (map[string]string, error) 
 }
 
 // imageModel loads the model of a checkpoint that is to read features made
-// from images now, by e: the checkpoint must record e's identity. It also
-// returns the kind of features the model was trained on ("regions",
-// "global"; "" when the checkpoint does not say).
-func imageModel(ckpt string, e *extract.Extractor) (model.Model, string, error) {
+// from images now, by e: the checkpoint must record e's identity, or, for
+// a model that fine-tuned the detector, e's with the model's part, which
+// the returned extractor runs. It also returns the kind of features the
+// model was trained on ("regions", "global"; "" when the checkpoint does
+// not say) and what an index's copy of the model must carry (attachment).
+func imageModel(ckpt string, e *extract.Extractor) (model.Model, *extract.Extractor, string, *index.Attachment, error) {
 	m, cf, err := model.Load(ckpt)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", nil, err
 	}
 	defer cf.Close()
 	mid, err := checkpointIdentity(cf)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", nil, err
+	}
+	if e, err = tunedExtractor(cf, e); err != nil {
+		return nil, nil, "", nil, err
 	}
 	id := e.Identity()
 	if err := extract.Check(mid, "the model of --checkpoint "+ckpt, &id, "images extracted now"); err != nil {
-		return nil, "", err
+		return nil, nil, "", nil, err
 	}
-	return m, cf.Metadata()[extract.KindMetaKey], nil
+	att, err := attachment(cf)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	return m, e, cf.Metadata()[extract.KindMetaKey], att, nil
 }
 
 func fileExists(p string) bool {

@@ -61,13 +61,15 @@ func init() {
 	register(&command{
 		name:    "index",
 		summary: "encode a collection (images and captions) with a model into an on-disk index for xmr search",
-		usage:   "--checkpoint CKPT (--data PATH [--split S] | --images PHOTOS) --out INDEX [--append | --overwrite] [--backend weaviate --weaviate-url URL] [flags]",
+		usage:   "(--checkpoint CKPT --data PATH [--split S] | [--checkpoint CKPT] --images PHOTOS) --out INDEX [--append | --overwrite] [--backend weaviate --weaviate-url URL] [flags]",
 		examples: `  xmr index --checkpoint runs/teran --data world --split test --out world.idx
   xmr index --checkpoint runs/teran --data world --split dev --out world.idx --append   # add more images and captions
   xmr index --checkpoint runs/teran --data /data/coco --karpathy dataset_coco.json \
       --coco-annotations captions_val2014.json --split testall --images /data/coco/val2014 --out coco5k.idx
-  # A folder of photos, features extracted now (docs/extract.md), with a model
-  # trained on xmr extract's features:
+  # A folder of photos, features extracted now (docs/extract.md), with the
+  # built-in photo model (photomodel/), or a model trained on xmr extract's
+  # features:
+  xmr index --images ~/photos --out photos.idx
   xmr index --checkpoint runs/teran-px --images ~/photos --out photos.idx
 
 The index directory holds the model, the region/word and global vectors in
@@ -85,7 +87,7 @@ run again. docs/weaviate.md describes it:
   xmr index --checkpoint runs/teran --data world --split test --out world.wv \
       --backend weaviate --weaviate-url http://127.0.0.1:8080 --collection World --shards 2 --replication 2`,
 		setFlags: func(fs *flag.FlagSet) {
-			fs.StringVar(&indexFlags.checkpoint, "checkpoint", "", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint)")
+			fs.StringVar(&indexFlags.checkpoint, "checkpoint", "", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint); with --images and none, the built-in photo model")
 			indexFlags.data.addTo(fs)
 			fs.StringVar(&indexFlags.split, "split", "test", "split of --data to index")
 			fs.StringVar(&indexFlags.out, "out", "", "index `DIR`")
@@ -123,9 +125,17 @@ func runIndex(ctx context.Context, args []string) error {
 	if err := checkWorkers(f.workers, false); err != nil {
 		return err
 	}
+	if f.checkpoint == "" && f.images != "" && f.data.path == "" {
+		// A folder of photos and no model: the built-in photo model.
+		path, err := builtinPhotoModel(f.ext.models)
+		if err != nil {
+			return err
+		}
+		f.checkpoint, indexFlags.checkpoint = path, path // runIndexImages reads indexFlags
+	}
 	switch {
 	case f.checkpoint == "":
-		return usageErrorf("--checkpoint is required")
+		return usageErrorf("--checkpoint is required (without it, --images DIR uses the built-in photo model)")
 	case f.out == "":
 		return usageErrorf("--out is required")
 	case f.appendTo && f.overwrite:
@@ -190,11 +200,15 @@ func runIndex(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer cf.Close()
 	err = checkDataFeatures(cf, f.checkpoint, src.Path)
 	if err == nil {
 		feats, err = checkpointIdentity(cf)
 	}
-	cf.Close()
+	if err != nil {
+		return err
+	}
+	att, err := attachment(cf)
 	if err != nil {
 		return err
 	}
@@ -208,6 +222,9 @@ func runIndex(ctx context.Context, args []string) error {
 		}
 	}
 	if extract.IsIndexOnly(src.Path, f.split) {
+		if att != nil {
+			return usageErrorf("--checkpoint %s fine-tuned the detector: index the photos of --data %s split %s with --images DIR, which makes their features with the model's part", f.checkpoint, src.Path, f.split)
+		}
 		return runIndexImageSet(ctx, m, src.Path, mode, feats, rec)
 	}
 	split, err := src.Load(ctx, f.split)
@@ -215,6 +232,9 @@ func runIndex(ctx context.Context, args []string) error {
 		return err
 	}
 	defer split.Close()
+	if split, err = tunedSplit(ctx, cf, f.ext.models, src.Path, split); err != nil {
+		return err
+	}
 	imageDir := f.images
 	if imageDir == "" {
 		if d := filepath.Join(src.Path, "images", split.Name); isDir(d) {
@@ -228,7 +248,7 @@ func runIndex(ctx context.Context, args []string) error {
 		}
 		return indexFeaturesAfter(f.out, feats, rec)
 	}
-	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout})
+	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout, Attach: att})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was, and this build's files are removed (run the same command again)", f.out)}

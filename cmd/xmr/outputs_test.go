@@ -157,6 +157,12 @@ func TestOutputsNeverReplaceInputs(t *testing.T) {
 			works:   true,
 		},
 		{
+			name: "export", args: []string{"export", "--half"},
+			inputs:  []flagArg{{"--checkpoint", fx.ckpt}},
+			outputs: []outArg{{"--out", out("exported.safetensors"), true}},
+			works:   true,
+		},
+		{
 			name: "convert", args: []string{"convert", "--splits", "test"},
 			inputs:  []flagArg{{"--data", fx.world}},
 			extras:  dataExtras,

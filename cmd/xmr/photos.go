@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"image"
+	"log/slog"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
+	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
@@ -105,9 +110,10 @@ func indexFeaturesAfter(out string, id *extract.Identity, rec *extract.Record) e
 
 // recordExtractor returns the extractor that makes the features rec
 // records: its maps, number of boxes and score threshold, with the
-// detector loaded from cache (see loadDetector). The detector must be the
-// one rec names.
-func recordExtractor(ctx context.Context, cache string, rec *extract.Record, lim extract.Limits) (*extract.Extractor, error) {
+// detector loaded from cache (see loadDetector), and, when rec says the
+// model fine-tuned the detector, the part that the checkpoint at
+// modelFile carries. The detector must be the one rec names.
+func recordExtractor(ctx context.Context, cache string, rec *extract.Record, modelFile string) (*extract.Extractor, error) {
 	det, err := loadDetector(ctx, cache)
 	if err != nil {
 		return nil, err
@@ -115,6 +121,17 @@ func recordExtractor(ctx context.Context, cache string, rec *extract.Record, lim
 	e, err := extract.New(det, extract.Options{Maps: rec.Extractor.Maps, MaxBoxes: rec.MaxBoxes, MinScore: rec.MinScore})
 	if err != nil {
 		return nil, err
+	}
+	if rec.Extractor.Tuned != "" {
+		cf, err := checkpoint.Open(modelFile)
+		if err != nil {
+			return nil, err
+		}
+		e, err = tunedExtractor(cf, e)
+		cf.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
 	id := e.Identity()
 	if err := extract.Check(&rec.Extractor, "the recorded model", &id, "this xmr's detector"); err != nil {
@@ -157,7 +174,7 @@ func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache st
 	if err != nil {
 		return nil, err
 	}
-	e, err := recordExtractor(ctx, cache, rec, lim)
+	e, err := recordExtractor(ctx, cache, rec, filepath.Join(dir, local.ModelInfo().File))
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +195,23 @@ func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache st
 func runIndexImages(ctx context.Context, mode index.Mode) error {
 	f := &indexFlags
 	layout, _ := f.layout.layout() // checked by runIndex
+	return indexPhotos(ctx, photoJob{checkpoint: f.checkpoint, images: f.images, out: f.out, mode: mode, layout: layout, workers: f.workers, ext: f.ext})
+}
+
+// photoJob is an index of a folder of photos to build.
+type photoJob struct {
+	checkpoint, images, out string
+	mode                    index.Mode
+	layout                  index.Layout
+	workers                 int // 0: as many as the CPUs and memory allow
+	ext                     extractorFlags
+}
+
+// indexPhotos indexes the folder of photos j.images with the model of
+// j.checkpoint into j.out: their features are extracted now, and the
+// index holds the images without captions.
+func indexPhotos(ctx context.Context, j photoJob) error {
+	f := j
 	workers, err := fitExtractWorkers(f.workers, runtime.NumCPU(), f.ext.maxPixels)
 	if err != nil {
 		return err
@@ -186,7 +220,7 @@ func runIndexImages(ctx context.Context, mode index.Mode) error {
 	if err != nil {
 		return err
 	}
-	m, kind, err := imageModel(f.checkpoint, e)
+	m, e, kind, att, err := imageModel(f.checkpoint, e)
 	if err != nil {
 		return err
 	}
@@ -204,11 +238,11 @@ func runIndexImages(ctx context.Context, mode index.Mode) error {
 	}
 	extracted := time.Since(start)
 	id := e.Identity()
-	if err := indexFeaturesBefore(f.out, &id, mode); err != nil {
+	if err := indexFeaturesBefore(f.out, &id, f.mode); err != nil {
 		return err
 	}
 	src := photoSource(m, fs, e, kind)
-	st, err := index.Build(ctx, f.out, m, photoCollection(src, fs, kept), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout})
+	st, err := index.Build(ctx, f.out, m, photoCollection(src, fs, kept), &index.BuildOptions{Mode: f.mode, Progress: true, Layout: f.layout, Attach: att})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was (run the same command again)", f.out)}
@@ -226,9 +260,55 @@ func runIndexImages(ctx context.Context, mode index.Mode) error {
 	}
 	fmt.Fprintf(stdout, "search it: xmr search --index %s --text %q\n", f.out, "a dog on a sofa")
 	if len(skips) > 0 {
-		return fmt.Errorf("%d images could not be read and were left out (listed above)", len(skips))
+		return &skippedError{n: len(skips)}
 	}
 	return nil
+}
+
+// skippedError says that an index was built without the photos that
+// could not be read.
+type skippedError struct{ n int }
+
+func (e *skippedError) Error() string {
+	return fmt.Sprintf("%d images could not be read and were left out (listed above)", e.n)
+}
+
+// folderIndex returns the index of the photos in the folder images, with
+// the built-in photo model: one that an earlier call built under the
+// models' cache directory (cache, default detect.DefaultCacheDir()) when
+// it holds as many photos as the folder, else built now.
+func folderIndex(ctx context.Context, images, cache string) (string, error) {
+	ckpt, err := builtinPhotoModel(cache)
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(images)
+	if err != nil {
+		return "", err
+	}
+	key := sha256.Sum256([]byte(abs + "\n" + filepath.Base(ckpt)))
+	dir := filepath.Join(filepath.Dir(filepath.Dir(ckpt)), "indexes", hex.EncodeToString(key[:8]))
+	items, err := extract.FolderItems(images)
+	if err != nil {
+		return "", err
+	}
+	if ix, err := index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
+		n, _ := ix.Len()
+		ix.Close()
+		if n == len(items) {
+			slog.Info("the photos' index, built before", "index", dir, "photos", n)
+			return dir, nil
+		}
+	}
+	fmt.Fprintf(stdout, "indexing the %d photos of %s with the built-in photo model into %s\n", len(items), images, dir)
+	err = indexPhotos(ctx, photoJob{checkpoint: ckpt, images: images, out: dir, mode: index.Overwrite,
+		ext: extractorFlags{maxBoxes: 36, minScore: extract.DefaultMinScore, maxPixels: extract.DefaultMaxPixels, models: cache}})
+	var sk *skippedError
+	if errors.As(err, &sk) {
+		slog.Warn("some photos could not be read; serving the others", "skipped", sk.n)
+		err = nil
+	}
+	return dir, err
 }
 
 // runIndexImageSet indexes an index-only split that xmr extract wrote for
@@ -302,7 +382,7 @@ func extractForAlign(ctx context.Context, ckpt, path, cache string, lim extract.
 	if err != nil {
 		return nil, err
 	}
-	e, err := recordExtractor(ctx, cache, &extract.Record{Extractor: *id, MaxBoxes: 36, MinScore: extract.DefaultMinScore}, lim)
+	e, err := recordExtractor(ctx, cache, &extract.Record{Extractor: *id, MaxBoxes: 36, MinScore: extract.DefaultMinScore}, cf.Path())
 	if err != nil {
 		return nil, err
 	}
@@ -313,10 +393,13 @@ func extractForAlign(ctx context.Context, ckpt, path, cache string, lim extract.
 	return &alignInput{img: img, feat: feats.Regions, boxes: feats.Boxes, d: e.Width()}, nil
 }
 
-// uploadQuery returns the server's ImageQuery for an index in dir whose
-// model reads xmr extract's features (its extract.FileName record): nil,
-// and no error, for an index without one, or one held by Weaviate.
-func uploadQuery(ctx context.Context, dir string, weaviateIndex bool, cache string, maxBytes int64) (server.ImageQuery, error) {
+// uploadQuery returns the server's ImageQuery for the index ix in dir
+// whose model reads xmr extract's features (its extract.FileName record):
+// nil, and no error, for an index without one, or one held by Weaviate.
+// For a model that fine-tuned the detector, the extractor runs the part
+// that the index's copy of the model carries, made again for each model
+// the index (which serve follows) publishes.
+func uploadQuery(ctx context.Context, dir string, ix index.Searcher, weaviateIndex bool, cache string, maxBytes int64) (server.ImageQuery, error) {
 	if weaviateIndex {
 		return nil, nil
 	}
@@ -325,16 +408,56 @@ func uploadQuery(ctx context.Context, dir string, weaviateIndex bool, cache stri
 		return nil, err
 	}
 	lim := extract.Limits{MaxBytes: maxBytes}
-	e, err := recordExtractor(ctx, cache, rec, lim)
-	if err != nil {
-		return nil, err
+	var extractor func(model.Model) (*extract.Extractor, string, error)
+	if rec.Extractor.Tuned == "" {
+		e, err := recordExtractor(ctx, cache, rec, "")
+		if err != nil {
+			return nil, err
+		}
+		extractor = func(model.Model) (*extract.Extractor, string, error) { return e, rec.FeatureKind, nil }
+	} else {
+		if _, err := loadDetector(ctx, cache); err != nil {
+			return nil, err // now, not at the first upload
+		}
+		var mu sync.Mutex
+		var last model.Model
+		var lastE *extract.Extractor
+		var lastKind string
+		extractor = func(m model.Model) (*extract.Extractor, string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if m == last {
+				return lastE, lastKind, nil
+			}
+			info := ix.ModelInfo()
+			if fp := model.Fingerprint(m); fp != info.Fingerprint {
+				return nil, "", fmt.Errorf("the index %s published another model during the search: search again", dir)
+			}
+			rec, err := extract.ReadRecord(dir)
+			if err == nil && rec == nil {
+				err = fmt.Errorf("%s: no %s", dir, extract.FileName)
+			}
+			if err != nil {
+				return nil, "", err
+			}
+			e, err := recordExtractor(ctx, cache, rec, filepath.Join(dir, info.File))
+			if err != nil {
+				return nil, "", err
+			}
+			last, lastE, lastKind = m, e, rec.FeatureKind
+			return e, lastKind, nil
+		}
 	}
 	return func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
 		pic, err := decodeUpload(ctx, b, lim)
 		if err != nil {
 			return nil, err
 		}
-		q, _, err := imageQuery(ctx, m, e, pic, rec.FeatureKind)
+		e, kind, err := extractor(m)
+		if err != nil {
+			return nil, err
+		}
+		q, _, err := imageQuery(ctx, m, e, pic, kind)
 		return q, err
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/detect"
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 )
 
@@ -207,8 +208,10 @@ func TestPhotoDemo(t *testing.T) {
 	if err := os.Symlink(filepath.Join(shared, "images"), filepath.Join(photos, "images")); err != nil {
 		t.Fatal(err)
 	}
+	// The demo's recipe fine-tunes the detector from cut s32, as
+	// teran-photos-tuned does.
 	cfg := filepath.Join(dir, "photos.yaml")
-	if err := os.WriteFile(cfg, []byte(photoLearnConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(photoLearnConfig+"  vision-cut: s32\n  vision-lr: 0.0002\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	demo := filepath.Join(dir, "demo")
@@ -227,7 +230,8 @@ func TestPhotoDemo(t *testing.T) {
 			t.Errorf("first run: stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	for _, f := range []string{"alignment-1.png", "query-1.png", "run/best-rsum.safetensors", "index/manifest.json", "features/train_ims.npy", "features/dev_ims.npy"} {
+	for _, f := range []string{"alignment-1.png", "query-1.png", "run/best-rsum.safetensors", "index/manifest.json", "features/train_ims.npy", "features/dev_ims.npy",
+		"features/taps-s32/train.npy", "features/taps-s32/dev.npy"} {
 		if _, err := os.Stat(filepath.Join(demo, f)); err != nil {
 			t.Errorf("the demo made no %s: %v", f, err)
 		}
@@ -248,8 +252,12 @@ func TestPhotoDemo(t *testing.T) {
 		}
 	}
 
-	// It records the extractor, so a new photo searches it (the page's
-	// uploads too).
+	// It records the extractor, the detector fine-tuned by the model, so
+	// a new photo searches it (the page's uploads too) through the part
+	// that the index's copy of the model carries.
+	if rec, err := extract.ReadRecord(filepath.Join(demo, "index")); err != nil || rec == nil || rec.Extractor.Tuned != "s32" {
+		t.Errorf("the index's extractor record: %+v, %v; want the detector tuned from s32", rec, err)
+	}
 	photo := res[0].Image.Path
 	if out, errOut, code := run(t, "search", "--index", filepath.Join(demo, "index"), "--image-file", photo, "-k", "2"); code != 0 || !strings.Contains(out, "image-to-text") {
 		t.Errorf("search --image-file %s on the demo's index: exit %d\n%s\n%s", photo, code, out, errOut)

@@ -33,8 +33,9 @@ func init() {
 	register(&command{
 		name:    "serve",
 		summary: "serve an index over HTTP: a JSON API and a page that shows results and each word's region",
-		usage:   "--index INDEX [--images DIR] [--addr 127.0.0.1:8080]",
+		usage:   "(--index INDEX [--images DIR] | --images PHOTOS) [--addr 127.0.0.1:8080]",
 		examples: `  xmr serve --index xmr-demo/index --images xmr-demo/world/images/test
+  xmr serve --images ~/Pictures   # a folder of photos, indexed first with the built-in photo model
   xmr serve --index coco5k.idx --images /data/coco/val2014 --addr 0.0.0.0:8080
   curl -s localhost:8080/api/search/text -d '{"text": "a red circle", "k": 3}'
 
@@ -50,7 +51,12 @@ room within --timeout, then gets 503 with Retry-After; an image larger
 than the whole budget gets 413.
 
 A Weaviate-backed index (xmr index --backend weaviate) is served the same
-way; its searches run in Weaviate (docs/weaviate.md).`,
+way; its searches run in Weaviate (docs/weaviate.md).
+
+With --images and no --index, the folder's photos are indexed first with
+the built-in photo model (TERAN trained on Flickr8k, docs/photos.md) into
+the models' cache directory (--models), and that index is served; the
+next run reuses it while the folder holds as many photos.`,
 		setFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&serveFlags.index, "index", "", "index `DIR` made by xmr index")
 			fs.StringVar(&serveFlags.images, "images", "", "directory of the image files (ID.png, ID.jpg, or the catalogue's file names); none are served without it")
@@ -68,8 +74,8 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 			switch {
 			case len(args) > 0:
 				return usageErrorf("unexpected arguments %q", args)
-			case f.index == "":
-				return usageErrorf("--index is required")
+			case f.index == "" && f.images == "":
+				return usageErrorf("--index is required (or --images DIR alone: its photos, indexed with the built-in photo model)")
 			case f.timeout <= 0:
 				return usageErrorf("--timeout must be positive, is %v", f.timeout)
 			case f.maxConcurrent < 0:
@@ -84,6 +90,14 @@ way; its searches run in Weaviate (docs/weaviate.md).`,
 				return usageErrorf("--upload-pixel-budget %d: want at most %d (decoding takes about 7 bytes a pixel: that is 7.7 TB)", f.pixelBudget, int64(server.UploadPixelBudgetCeiling))
 			case f.drainTimeout <= 0:
 				return usageErrorf("--shutdown-timeout must be positive, is %v", f.drainTimeout)
+			}
+			if f.index == "" {
+				// A folder of photos: searched with the built-in model.
+				dir, err := folderIndex(ctx, f.images, f.models)
+				if err != nil {
+					return err
+				}
+				f.index = dir
 			}
 			return serveIndex(ctx, f.index, f.images, f.addr, "", &server.Options{SearchTimeout: f.timeout, MaxConcurrent: f.maxConcurrent,
 				MaxUploadBytes: f.maxUpload, UploadPixelBudget: f.pixelBudget, ShutdownTimeout: f.drainTimeout}, f.weaviate)
@@ -122,7 +136,7 @@ func serveIndex(ctx context.Context, dir, images, addr, example string, o *serve
 	if opts.MaxUploadBytes <= 0 {
 		opts.MaxUploadBytes = server.DefaultMaxUploadBytes
 	}
-	if q, err := uploadQuery(ctx, dir, weaviate.IsIndex(dir) || weaviateURL != "", serveFlags.models, opts.MaxUploadBytes); err != nil {
+	if q, err := uploadQuery(ctx, dir, ix, weaviate.IsIndex(dir) || weaviateURL != "", serveFlags.models, opts.MaxUploadBytes); err != nil {
 		slog.Warn("searches by uploaded image are off: the detector could not be loaded", "err", err)
 		opts.NoImageQuery = fmt.Sprintf("the detector could not be loaded (%v)", err)
 	} else {

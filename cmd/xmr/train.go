@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/train"
@@ -27,6 +28,7 @@ type trainOptions struct {
 	checkpointEvery time.Duration
 	checkpointIters int
 	cpuProfile      string
+	models          string
 }
 
 var trainFlags trainOptions
@@ -59,7 +61,13 @@ directory with another run's checkpoints needs --resume or --overwrite.
 --resume continues a run with its own config, on data of the same feature
 width. Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves
 last.safetensors, prints the command that continues the run and exits
-with status 130.`,
+with status 130.
+
+A config with training.vision-cut (configs/teran-photos-tuned.yaml)
+fine-tunes the detector's upper part with the model, from the
+activations that xmr extract --taps CUT cached beside the data set's
+features; its checkpoints carry the part, and xmr index, search, serve,
+align and eval make the model's features with it (docs/photos.md).`,
 		setFlags: func(fs *flag.FlagSet) {
 			trainFlagSet = fs
 			fs.StringVar(&trainFlags.config, "config", "", "YAML config (see configs/); not needed with --resume, which keeps the run's config (a different one is refused)")
@@ -74,6 +82,7 @@ with status 130.`,
 			fs.IntVar(&trainFlags.maxIters, "max-iters", 0, "stop after this many iterations in all, those of earlier sessions of a resumed run included (0: the configured epochs)")
 			fs.IntVar(&trainFlags.valImages, "val-images", 1000, "dev images used for validation: the first N of the dev split (all of it when it has fewer)")
 			fs.StringVar(&trainFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
+			fs.StringVar(&trainFlags.models, "models", "", "with training.vision-cut: `DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr)")
 		},
 		run: runTrain,
 	})
@@ -148,13 +157,14 @@ func runTrain(ctx context.Context, args []string) error {
 		dataPath = cfg.Dataset.Data
 	}
 	// The checkpoints record which extractor made the data's features.
-	meta, err := trainMeta(dataPath, f.out, f.resume)
+	meta, err := trainMeta(dataPath, f.out, f.resume, cfg.Training.VisionCut)
 	if err != nil {
 		return err
 	}
 	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
 		Resume: f.resume, ConfigName: configName, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
-		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters, Meta: meta})
+		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters, Meta: meta,
+		Detector: func(ctx context.Context) (*detect.Detector, error) { return network(ctx, f.models) }})
 	var intr *train.Interrupted
 	switch {
 	case errors.As(err, &intr):
@@ -212,6 +222,9 @@ func resumeCommand(f trainOptions) string {
 	}
 	if f.checkpointIters > 0 {
 		args = append(args, "--checkpoint-iters", strconv.Itoa(f.checkpointIters))
+	}
+	if f.models != "" {
+		args = append(args, "--models", f.models)
 	}
 	return commandLine(args)
 }
