@@ -23,6 +23,7 @@ import (
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/extract"
+	"github.com/xmr-project/xmr/internal/half"
 	"github.com/xmr-project/xmr/nn"
 	"github.com/xmr-project/xmr/npy"
 	"github.com/xmr-project/xmr/tensor"
@@ -115,30 +116,41 @@ func (p *Part) Features(tp *tensor.Tape, x *tensor.Tensor, boxes [][][4]float32,
 }
 
 // Taps are a split's cached activations at a cut (`xmr extract --taps`)
-// and its regions' boxes in the detector's input pixels.
+// and its regions' boxes in the detector's input pixels. Float16
+// activations stay float16 in memory (0.7 GB for Flickr8k's 12,000
+// training photos at s32, against 1.5 GB), converted a batch at a time.
 type Taps struct {
-	arr   *npy.Array
-	per   int   // values per image
-	shape []int // per image
+	f32   *npy.Array // float32 activations, or nil
+	f16   []uint16   // float16 activations' bits, or nil
+	per   int        // values per image
+	shape []int      // per image
 	boxes [][][4]float32
 }
 
 // OpenTaps reads the activations at path for the images of reg, in
 // order; their shape must be want (H, W, C).
 func OpenTaps(path string, reg *data.Regions, want []int) (*Taps, error) {
-	a, err := npy.Map(path)
+	f, err := npy.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
-	if len(a.Shape) != 4 || a.Shape[0] != reg.N || !slices.Equal(a.Shape[1:], want) {
-		a.Close()
-		return nil, fmt.Errorf("finetune: %s: shape %v, want (%d, %d, %d, %d), the activations of the split's %d images: extract the data set again with --taps", path, a.Shape, reg.N, want[0], want[1], want[2], reg.N)
+	defer f.Close()
+	shape := f.Header.Shape
+	if len(shape) != 4 || shape[0] != reg.N || !slices.Equal(shape[1:], want) {
+		return nil, fmt.Errorf("finetune: %s: shape %v, want (%d, %d, %d, %d), the activations of the split's %d images: extract the data set again with --taps", path, shape, reg.N, want[0], want[1], want[2], reg.N)
 	}
 	if reg.Boxes == nil {
-		a.Close()
 		return nil, fmt.Errorf("finetune: %s: the split has no region boxes to pool the recomputed maps over", path)
 	}
-	t := &Taps{arr: a, per: want[0] * want[1] * want[2], shape: slices.Clone(want), boxes: make([][][4]float32, reg.N)}
+	t := &Taps{per: want[0] * want[1] * want[2], shape: slices.Clone(want), boxes: make([][][4]float32, reg.N)}
+	if d := f.Header.DType; d.Kind == 'f' && d.Size == 2 {
+		t.f16, err = f.ReadFloat16Bits()
+	} else {
+		t.f32, err = f.Map()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
 	const S = detect.InputSize
 	for i := range reg.N {
 		for r := range reg.NumRegions(i) {
@@ -150,7 +162,13 @@ func OpenTaps(path string, reg *data.Regions, want []int) (*Taps, error) {
 }
 
 // Close releases the activations.
-func (t *Taps) Close() error { return t.arr.Close() }
+func (t *Taps) Close() error {
+	t.f16 = nil
+	if t.f32 != nil {
+		return t.f32.Close()
+	}
+	return nil
+}
 
 // Len returns the number of images.
 func (t *Taps) Len() int { return len(t.boxes) }
@@ -160,7 +178,14 @@ func (t *Taps) batch(idx []int) (*tensor.Tensor, [][][4]float32) {
 	x := tensor.New(append([]int{len(idx)}, t.shape...)...)
 	boxes := make([][][4]float32, len(idx))
 	for k, i := range idx {
-		copy(x.Data[k*t.per:(k+1)*t.per], t.arr.Data[i*t.per:(i+1)*t.per])
+		dst := x.Data[k*t.per : (k+1)*t.per]
+		if t.f16 != nil {
+			for j, h := range t.f16[i*t.per : (i+1)*t.per] {
+				dst[j] = half.ToFloat32(h)
+			}
+		} else {
+			copy(dst, t.f32.Data[i*t.per:(i+1)*t.per])
+		}
 		boxes[k] = t.boxes[i]
 	}
 	return x, boxes

@@ -312,9 +312,10 @@ func TestCheckpointPart(t *testing.T) {
 	}
 }
 
-// TestOpenTapsErrors checks that activations of another shape, or a
-// split without boxes, are refused with the file and the fix named.
-func TestOpenTapsErrors(t *testing.T) {
+// TestOpenTaps checks that activations of another shape, or a split
+// without boxes, are refused with the file and the fix named, and that
+// float32 and float16 activations give the same batches.
+func TestOpenTaps(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "train.npy")
 	if err := npy.WriteFile(path, []int{2, 4, 4, 3}, make([]float32, 2*4*4*3)); err != nil {
@@ -330,5 +331,43 @@ func TestOpenTapsErrors(t *testing.T) {
 	}
 	if _, err := OpenTaps(filepath.Join(dir, "none.npy"), reg, []int{4, 4, 3}); err == nil {
 		t.Error("a missing file was accepted")
+	}
+
+	// float32 activations (mapped) and float16 ones (kept as bits) give
+	// the same batches, to float16's rounding.
+	vals := make([]float32, 2*4*4*3)
+	for i := range vals {
+		vals[i] = float32(i)/7 - 3
+	}
+	f32, f16 := filepath.Join(dir, "f32.npy"), filepath.Join(dir, "f16.npy")
+	if err := npy.WriteFile(f32, []int{2, 4, 4, 3}, vals); err != nil {
+		t.Fatal(err)
+	}
+	w, err := npy.Create(f16, npy.Float16, []int{2, 4, 4, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFloat32(vals); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reg = &data.Regions{N: 2, R: 1, D: 1, Feat: make([]float32, 2), Boxes: []float32{0, 0, 1, 1, 0, 0, 0.5, 0.5}}
+	for _, path := range []string{f32, f16} {
+		tp, err := OpenTaps(path, reg, []int{4, 4, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, boxes := tp.batch([]int{1})
+		for j, v := range x.Data {
+			if want := vals[48+j]; math.Abs(float64(v-want)) > 2e-3*math.Abs(float64(want))+1e-6 {
+				t.Fatalf("%s: image 1 value %d = %v, want %v", filepath.Base(path), j, v, want)
+			}
+		}
+		if len(boxes) != 1 || boxes[0][0] != [4]float32{0, 0, 256, 256} {
+			t.Errorf("%s: boxes %v, want image 1's in input pixels", filepath.Base(path), boxes)
+		}
+		tp.Close()
 	}
 }

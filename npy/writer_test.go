@@ -187,3 +187,64 @@ func TestWriterErrors(t *testing.T) {
 	wantErr(t, err, filepath.Join(dir, "missing", "a.npy"))
 	check("refused")
 }
+
+// TestReadFloat16Bits reads a float16 file back as its bits, in C order
+// (a Fortran-order file transposed), and refuses a float32 one.
+func TestReadFloat16Bits(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "h.npy")
+	vals := []float32{0, 1, -2, 0.5, 65504, 1.0 / 3}
+	w, err := Create(path, Float16, []int{2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFloat32(vals); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.ReadFloat16Bits()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if got[i] != half.FromFloat32(v) {
+			t.Errorf("value %d: bits %#04x, want %#04x", i, got[i], half.FromFloat32(v))
+		}
+	}
+	// Fortran order: the same values stored column by column.
+	fpath := filepath.Join(dir, "f.npy")
+	raw := []byte{}
+	for _, i := range []int{0, 3, 1, 4, 2, 5} {
+		h := half.FromFloat32(vals[i])
+		raw = append(raw, byte(h), byte(h>>8))
+	}
+	if err := os.WriteFile(fpath, npyBytes(dictFor("<f2", true, "(2, 3)"), raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = Open(fpath); err != nil {
+		t.Fatal(err)
+	}
+	fo, err := f.ReadFloat16Bits()
+	f.Close()
+	if err != nil || !slices.Equal(fo, got) {
+		t.Errorf("Fortran order: %v, %v; want %v", fo, err, got)
+	}
+	f32 := filepath.Join(dir, "f32.npy")
+	if err := WriteFile(f32, []int{2}, []float32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = Open(f32); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.ReadFloat16Bits(); err == nil || !strings.Contains(err.Error(), "want float16") {
+		t.Errorf("a float32 file read as float16 bits: %v", err)
+	}
+}
