@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/photomodel"
 )
@@ -77,4 +78,69 @@ func linkAll(t *testing.T, files []string, dir string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestFolderIndex checks the index that xmr serve --images builds for a
+// folder with the built-in photo model: built under the cache the first
+// time, reused while the folder holds as many photos, built again when a
+// photo is added.
+func TestFolderIndex(t *testing.T) {
+	shared := needPhotos(t)
+	dir := t.TempDir()
+	photos, err := filepath.Glob(filepath.Join(shared, "images", "1*.jpg"))
+	if err != nil || len(photos) < 6 {
+		t.Fatalf("%d photos: %v", len(photos), err)
+	}
+	folder := filepath.Join(dir, "photos")
+	linkAll(t, photos[:5], folder)
+	// A cache of its own, holding the detector's weights of the default
+	// one (needPhotos fetched them).
+	ctx := context.Background()
+	weights, err := detect.Fetch(ctx, detect.DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "cache")
+	if err := os.Symlink(weights, filepath.Join(mkdir(t, cache), filepath.Base(weights))); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	old := stdout
+	stdout = &out
+	t.Cleanup(func() { stdout = old })
+	ix1, err := folderIndex(ctx, folder, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(ix1, cache) || !strings.Contains(out.String(), "indexing the 5 photos") {
+		t.Fatalf("index %s, output %q: want an index under %s, built now", ix1, out.String(), cache)
+	}
+	out.Reset()
+	ix2, err := folderIndex(ctx, folder, cache)
+	if err != nil || ix2 != ix1 || out.Len() != 0 {
+		t.Fatalf("second call: %s, %v, output %q; want %s reused", ix2, err, out.String(), ix1)
+	}
+	if err := os.Symlink(photos[5], filepath.Join(folder, filepath.Base(photos[5]))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := folderIndex(ctx, folder, cache); err != nil || !strings.Contains(out.String(), "indexing the 6 photos") {
+		t.Fatalf("a photo added: %v, output %q; want the index built again", err, out.String())
+	}
+	ix, err := index.Open(ctx, ix1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if n, _ := ix.Len(); n != 6 {
+		t.Fatalf("the folder's index holds %d photos, want 6", n)
+	}
+}
+
+// mkdir makes dir and returns it.
+func mkdir(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
