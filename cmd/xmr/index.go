@@ -87,7 +87,7 @@ run again. docs/weaviate.md describes it:
   xmr index --checkpoint runs/teran --data world --split test --out world.wv \
       --backend weaviate --weaviate-url http://127.0.0.1:8080 --collection World --shards 2 --replication 2`,
 		setFlags: func(fs *flag.FlagSet) {
-			fs.StringVar(&indexFlags.checkpoint, "checkpoint", "", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint); with --images and none, the built-in photo model")
+			fs.StringVar(&indexFlags.checkpoint, "checkpoint", "", "model checkpoint `CKPT`, or a training run directory (its best-rsum checkpoint); none, with --images or an index-only --data split (a folder xmr extract made): the built-in photo model")
 			indexFlags.data.addTo(fs)
 			fs.StringVar(&indexFlags.split, "split", "test", "split of --data to index")
 			fs.StringVar(&indexFlags.out, "out", "", "index `DIR`")
@@ -125,8 +125,9 @@ func runIndex(ctx context.Context, args []string) error {
 	if err := checkWorkers(f.workers, false); err != nil {
 		return err
 	}
-	if f.checkpoint == "" && f.images != "" && f.data.path == "" {
-		// A folder of photos and no model: the built-in photo model.
+	if f.checkpoint == "" && (f.images != "" && f.data.path == "" || f.data.path != "" && extract.IsIndexOnly(f.data.path, f.split)) {
+		// A folder of photos (or one that xmr extract made an index-only
+		// split of) and no model: the built-in photo model.
 		path, err := builtinPhotoModel(f.ext.models)
 		if err != nil {
 			return err
@@ -135,7 +136,7 @@ func runIndex(ctx context.Context, args []string) error {
 	}
 	switch {
 	case f.checkpoint == "":
-		return usageErrorf("--checkpoint is required (without it, --images DIR uses the built-in photo model)")
+		return usageErrorf("--checkpoint is required (without it, --images DIR, or an index-only split of photos xmr extract made, uses the built-in photo model)")
 	case f.out == "":
 		return usageErrorf("--out is required")
 	case f.appendTo && f.overwrite:
@@ -222,10 +223,7 @@ func runIndex(ctx context.Context, args []string) error {
 		}
 	}
 	if extract.IsIndexOnly(src.Path, f.split) {
-		if att != nil {
-			return usageErrorf("--checkpoint %s fine-tuned the detector: index the photos of --data %s split %s with --images DIR, which makes their features with the model's part", f.checkpoint, src.Path, f.split)
-		}
-		return runIndexImageSet(ctx, m, src.Path, mode, feats, rec)
+		return runIndexImageSet(ctx, m, cf, att, src.Path, mode, feats, rec)
 	}
 	split, err := src.Load(ctx, f.split)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,4 +144,64 @@ func mkdir(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestIndexOnlySplitBuiltin checks a large folder's path: xmr extract
+// --taps s32 of a folder (an index-only split), then xmr index --data of
+// it with no checkpoint: the built-in model, its features recomputed from
+// the activations, the same scores as xmr index --images gives (to
+// float16's rounding of the activations); without the activations it is
+// refused, naming --taps.
+func TestIndexOnlySplitBuiltin(t *testing.T) {
+	shared := needPhotos(t)
+	dir := t.TempDir()
+	photos, err := filepath.Glob(filepath.Join(shared, "images", "2*.jpg"))
+	if err != nil || len(photos) < 8 {
+		t.Fatalf("%d photos: %v", len(photos), err)
+	}
+	folder := filepath.Join(dir, "photos")
+	linkAll(t, photos[:8], folder)
+	feats := filepath.Join(dir, "feats")
+	if _, stderr, code := run(t, "extract", "--images", folder, "--taps", "s32", "--out", feats); code != 0 {
+		t.Fatalf("extract: exit %d: %s", code, stderr)
+	}
+	fromData, fromImages := filepath.Join(dir, "data.idx"), filepath.Join(dir, "images.idx")
+	if _, stderr, code := run(t, "index", "--data", feats, "--split", "test", "--out", fromData); code != 0 || !strings.Contains(stderr, "built-in photo model") {
+		t.Fatalf("index --data of an index-only split, no checkpoint: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := run(t, "index", "--images", folder, "--out", fromImages); code != 0 {
+		t.Fatalf("index --images: exit %d: %s", code, stderr)
+	}
+	imageScores := func(ix string) map[string]float64 {
+		out := searchFor(t, "--index", ix, "--text", "a dog runs on the grass", "-k", "8")
+		m := map[string]float64{}
+		for _, r := range out.Results {
+			if r.Image != nil {
+				m[r.Image.ID] = float64(r.Score)
+			}
+		}
+		return m
+	}
+	a, b := imageScores(fromData), imageScores(fromImages)
+	if len(a) != 8 || len(b) != 8 {
+		t.Fatalf("%d and %d results, want 8", len(a), len(b))
+	}
+	for id, s := range a {
+		if d := math.Abs(s - b[id]); d > 1e-2 {
+			t.Errorf("%s: score %v from the extracted split, %v from the photos", id, s, b[id])
+		}
+	}
+
+	// Extracted without the activations: refused, nothing written.
+	plain := filepath.Join(dir, "plain")
+	if _, stderr, code := run(t, "extract", "--images", folder, "--out", plain); code != 0 {
+		t.Fatalf("extract: exit %d: %s", code, stderr)
+	}
+	refused := filepath.Join(dir, "refused.idx")
+	if _, stderr, code := run(t, "index", "--data", plain, "--split", "test", "--out", refused); code == 0 || !strings.Contains(stderr, "--taps s32") {
+		t.Errorf("index --data without activations: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(refused); err == nil {
+		t.Errorf("a refused index left %s", refused)
+	}
 }

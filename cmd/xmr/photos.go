@@ -312,8 +312,10 @@ func folderIndex(ctx context.Context, images, cache string) (string, error) {
 }
 
 // runIndexImageSet indexes an index-only split that xmr extract wrote for
-// a folder of photos: images without captions.
-func runIndexImageSet(ctx context.Context, m model.Model, dir string, mode index.Mode, feats *extract.Identity, rec *extract.Record) error {
+// a folder of photos: images without captions, read as the model of
+// checkpoint file cf reads them (tunedRegions), att stored with the
+// index's copy of it.
+func runIndexImageSet(ctx context.Context, m model.Model, cf *checkpoint.File, att *index.Attachment, dir string, mode index.Mode, feats *extract.Identity, rec *extract.Record) error {
 	f := &indexFlags
 	layout, _ := f.layout.layout() // checked by runIndex
 	if f.backend != "local" {
@@ -323,8 +325,11 @@ func runIndexImageSet(ctx context.Context, m model.Model, dir string, mode index
 	if err != nil {
 		return err
 	}
+	if set.Images, err = tunedRegions(ctx, cf, f.ext.models, dir, f.split, set.Images, set.Global); err != nil {
+		return err
+	}
 	start := time.Now()
-	st, err := index.Build(ctx, f.out, m, imageSetCollection(set, f.images), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout})
+	st, err := index.Build(ctx, f.out, m, imageSetCollection(set, f.images), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout, Attach: att})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was (run the same command again)", f.out)}

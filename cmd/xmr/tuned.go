@@ -96,15 +96,28 @@ func tunedDataIdentity(f *checkpoint.File, ckptFlag string, did *extract.Identit
 // from the data set's cached activations (xmr extract --taps); s itself
 // for other models.
 func tunedSplit(ctx context.Context, f *checkpoint.File, cache, dataPath string, s *data.Split) (*data.Split, error) {
+	reg, err := tunedRegions(ctx, f, cache, dataPath, s.Name, s.Images, s.Global)
+	if err != nil || reg == s.Images {
+		return s, err
+	}
+	out := *s
+	out.Images = reg
+	return &out, nil
+}
+
+// tunedRegions is tunedSplit for the regions reg of split (global: one
+// vector per image) of the data set at dataPath: a split with captions
+// or an index-only one.
+func tunedRegions(ctx context.Context, f *checkpoint.File, cache, dataPath, split string, reg *data.Regions, global bool) (*data.Regions, error) {
 	cut, err := tunedCut(f)
 	if err != nil || cut == "" {
-		return s, err
+		return reg, err
 	}
 	rec, err := extract.ReadRecord(dataPath)
 	if err != nil {
 		return nil, err
 	}
-	if rec == nil || s.Global {
+	if rec == nil || global {
 		return nil, fmt.Errorf("%s fine-tuned the detector: it reads region features that xmr extract made, not those of %s", f.Path(), dataPath)
 	}
 	det, err := network(ctx, cache)
@@ -115,18 +128,12 @@ func tunedSplit(ctx context.Context, f *checkpoint.File, cache, dataPath string,
 	if err != nil {
 		return nil, err
 	}
-	taps, err := finetune.OpenTaps(finetune.TapsPath(dataPath, p.Cut(), s.Name), s.Images, p.InShape())
+	taps, err := finetune.OpenTaps(finetune.TapsPath(dataPath, p.Cut(), split), reg, p.InShape())
 	if err != nil {
 		return nil, err
 	}
 	defer taps.Close()
-	reg, err := p.Refeature(taps, s.Images)
-	if err != nil {
-		return nil, err
-	}
-	out := *s
-	out.Images = reg
-	return &out, nil
+	return p.Refeature(taps, reg)
 }
 
 // builtinPhotoModel returns the file of the built-in photo model
