@@ -418,3 +418,31 @@ func LoadPart(f *checkpoint.File, det *detect.Detector, maps []string) (*Part, e
 	}
 	return p, nil
 }
+
+// RefeatureSplit returns reg, the regions of split of the data set in
+// dir, as the model of checkpoint f reads them: for a model that
+// fine-tuned the detector, a copy whose part's columns are recomputed by
+// f's weights (of det's part) from the split's cached activations
+// (TapsPath); reg itself for other models.
+func RefeatureSplit(f *checkpoint.File, det *detect.Detector, dir, split string, reg *data.Regions) (*data.Regions, error) {
+	if _, ok, err := CutOf(f.Metadata()); err != nil || !ok {
+		return reg, err
+	}
+	rec, err := extract.ReadRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil || rec.Kind != extract.KindRegions {
+		return nil, fmt.Errorf("%s fine-tuned the detector: it reads region features that xmr extract made, not those of %s", f.Path(), dir)
+	}
+	p, err := LoadPart(f, det, rec.Extractor.Maps)
+	if err != nil {
+		return nil, err
+	}
+	taps, err := OpenTaps(TapsPath(dir, p.Cut(), split), reg, p.InShape())
+	if err != nil {
+		return nil, err
+	}
+	defer taps.Close()
+	return p.Refeature(taps, reg)
+}

@@ -35,8 +35,10 @@ import (
 
 	"github.com/xmr-project/xmr/bench"
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/extract"
+	"github.com/xmr-project/xmr/finetune"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/train"
 )
@@ -362,7 +364,20 @@ func Train(ctx context.Context, name string, src data.Source, test *data.Split, 
 	defer os.RemoveAll(dir)
 	slog.Info("learn: training", "model", name, "budget", budget)
 	start := time.Now()
-	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: dir, TimeBudget: budget, CheckpointInterval: time.Hour})
+	opts := train.Options{Config: cfg, Data: src, Out: dir, TimeBudget: budget, CheckpointInterval: time.Hour}
+	var det *detect.Detector
+	if cfg.Training.VisionCut != "" {
+		// A recipe that fine-tunes the detector (teran-photos-tuned).
+		wdir, err := detect.Fetch(ctx, detect.DefaultCacheDir())
+		if err == nil {
+			det, err = detect.Load(wdir)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("learn: %s fine-tunes the detector: %w", name, err)
+		}
+		opts.Detector = func(context.Context) (*detect.Detector, error) { return det, nil }
+	}
+	res, err := train.Run(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("learn: train %s: %w", name, err)
 	}
@@ -372,6 +387,16 @@ func Train(ctx context.Context, name string, src data.Source, test *data.Split, 
 		return nil, fmt.Errorf("learn: %s: %w", name, err)
 	}
 	defer f.Close()
+	if det != nil {
+		// Its features of the test photos are its own.
+		reg, err := finetune.RefeatureSplit(f, det, src.Path, test.Name, test.Images)
+		if err != nil {
+			return nil, fmt.Errorf("learn: %s: %w", name, err)
+		}
+		c := *test
+		c.Images = reg
+		test = &c
+	}
 	ev, err := eval.EvaluateModels(ctx, []model.Model{m}, test, eval.ModelOptions{Options: eval.Options{Relevances: rel}})
 	if err != nil {
 		return nil, fmt.Errorf("learn: evaluate %s: %w", name, err)

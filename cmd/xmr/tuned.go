@@ -113,27 +113,14 @@ func tunedRegions(ctx context.Context, f *checkpoint.File, cache, dataPath, spli
 	if err != nil || cut == "" {
 		return reg, err
 	}
-	rec, err := extract.ReadRecord(dataPath)
-	if err != nil {
-		return nil, err
-	}
-	if rec == nil || global {
-		return nil, fmt.Errorf("%s fine-tuned the detector: it reads region features that xmr extract made, not those of %s", f.Path(), dataPath)
+	if global {
+		return nil, fmt.Errorf("%s fine-tuned the detector: it reads region features that xmr extract made, not the global vectors of %s", f.Path(), dataPath)
 	}
 	det, err := network(ctx, cache)
 	if err != nil {
 		return nil, err
 	}
-	p, err := finetune.LoadPart(f, det, rec.Extractor.Maps)
-	if err != nil {
-		return nil, err
-	}
-	taps, err := finetune.OpenTaps(finetune.TapsPath(dataPath, p.Cut(), split), reg, p.InShape())
-	if err != nil {
-		return nil, err
-	}
-	defer taps.Close()
-	return p.Refeature(taps, reg)
+	return finetune.RefeatureSplit(f, det, dataPath, split, reg)
 }
 
 // builtinPhotoModel returns the file of the built-in photo model
