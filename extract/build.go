@@ -340,8 +340,12 @@ func partPath(out, split string, chunk int) string {
 // (the skipped ones left out), e.g. (N, 16, 16, 120) for cut "s32". A
 // model that fine-tunes the detector's upper part from that cut reads it.
 func TapsPath(dataDir, cut, split string) string {
-	return filepath.Join(dataDir, "taps-"+cut, split+".npy")
+	return filepath.Join(TapsDir(dataDir, cut), split+".npy")
 }
+
+// TapsDir is the directory of the activations at cut in the data set
+// directory dataDir (TapsPath's files).
+func TapsDir(dataDir, cut string) string { return filepath.Join(dataDir, "taps-"+cut) }
 
 // Build extracts the images of splits with e into the data set directory
 // out, in the precomp layout that package data reads (with boxes, sizes,

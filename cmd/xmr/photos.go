@@ -207,11 +207,10 @@ type photoJob struct {
 	ext                     extractorFlags
 }
 
-// indexPhotos indexes the folder of photos j.images with the model of
-// j.checkpoint into j.out: their features are extracted now, and the
+// indexPhotos indexes the folder of photos f.images with the model of
+// f.checkpoint into f.out: their features are extracted now, and the
 // index holds the images without captions.
-func indexPhotos(ctx context.Context, j photoJob) error {
-	f := j
+func indexPhotos(ctx context.Context, f photoJob) error {
 	workers, err := fitExtractWorkers(f.workers, runtime.NumCPU(), f.ext.maxPixels)
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
@@ -81,7 +80,7 @@ func tunedDataIdentity(f *checkpoint.File, ckptFlag string, did *extract.Identit
 	if err != nil || cut == "" || did == nil || did.Tuned != "" {
 		return did, err
 	}
-	if dir := filepath.Dir(extract.TapsPath(dataPath, cut, data.SplitTrain)); !isDir(dir) {
+	if dir := extract.TapsDir(dataPath, cut); !isDir(dir) {
 		return nil, fmt.Errorf("the model of --checkpoint %s fine-tuned the detector from cut %s, and %s has no activations at that cut to make its features with (%s): extract the data set again with --taps %s, or give the model photos (xmr index --images)",
 			ckptFlag, cut, dataPath, dir, cut)
 	}

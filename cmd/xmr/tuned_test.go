@@ -200,16 +200,7 @@ func (r *tunedRun) eval(t *testing.T) {
 	}
 
 	// On the features as extracted, the model scores otherwise.
-	m, cf, err := model.Load(r.run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf.Close()
-	dev, err := data.Source{Path: r.feats}.Load(context.Background(), data.SplitDev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	m, dev := r.modelAndDev(t)
 	res, err := evalUntuned(m, dev)
 	if err != nil {
 		t.Fatal(err)
@@ -292,16 +283,7 @@ func (r *tunedRun) indexData(t *testing.T) {
 
 	// The extracted features of the dev photos, indexed with the model as
 	// they are: the vectors an extractor without the part would give.
-	m, cf, err := model.Load(r.run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf.Close()
-	dev, err := data.Source{Path: r.feats}.Load(context.Background(), data.SplitDev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	m, dev := r.modelAndDev(t)
 	plain := filepath.Join(r.dir, "ix-extracted")
 	if _, err := index.Build(context.Background(), plain, m, collection(dev, ""), nil); err != nil {
 		t.Fatal(err)
@@ -562,4 +544,21 @@ func (r *tunedRun) export(t *testing.T) {
 	if len(full) != len(half) || len(full) == 0 || maxDiff > 1e-2*maxAbs {
 		t.Errorf("%d and %d similarities, largest difference %.3g of values up to %.3g: want half precision's rounding (1e-2 of them)", len(full), len(half), maxDiff, maxAbs)
 	}
+}
+
+// modelAndDev loads the run's best model and the dev split's features as
+// they were extracted (closed when t ends).
+func (r *tunedRun) modelAndDev(t *testing.T) (model.Model, *data.Split) {
+	t.Helper()
+	m, cf, err := model.Load(r.run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf.Close()
+	dev, err := data.Source{Path: r.feats}.Load(context.Background(), data.SplitDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return m, dev
 }
