@@ -130,15 +130,21 @@ func ReadRecord(dir string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPath(err))
 	}
+	return ParseRecord(b, path)
+}
+
+// ParseRecord parses a Record (the content of FileName, or an index
+// manifest's record of its features); where names it in errors.
+func ParseRecord(b []byte, where string) (*Record, error) {
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", where, err)
 	}
 	if r.Format != FileFormat {
-		return nil, fmt.Errorf("read %s: format %q, want %q", path, r.Format, FileFormat)
+		return nil, fmt.Errorf("read %s: format %q, want %q", where, r.Format, FileFormat)
 	}
 	if r.Extractor.Name == "" || r.Extractor.Width <= 0 {
-		return nil, fmt.Errorf("read %s: field extractor: no name or width", path)
+		return nil, fmt.Errorf("read %s: field extractor: no name or width", where)
 	}
 	return &r, nil
 }
@@ -155,12 +161,17 @@ func ReadIdentity(dir string) (*Identity, error) {
 
 // WriteRecord writes r to dir's FileName atomically.
 func WriteRecord(dir string, r *Record) error {
-	r.Format = FileFormat
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := r.Encode()
 	if err != nil {
 		return err
 	}
 	return atomicfile.WriteBytes(filepath.Join(dir, FileName), append(b, '\n'))
+}
+
+// Encode returns r as JSON, its Format set to FileFormat.
+func (r *Record) Encode() ([]byte, error) {
+	r.Format = FileFormat
+	return json.MarshalIndent(r, "", "  ")
 }
 
 // RemoveRecord removes dir's FileName if it exists.

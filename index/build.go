@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/xmr-project/xmr/model"
@@ -36,6 +37,9 @@ type BuildOptions struct {
 	Coder  ResidualCoder
 	// Attach is stored in the index's copy of the model (Writer.Attach).
 	Attach *Attachment
+	// Features records what made the images' features
+	// (Writer.SetFeatures; nil: nothing).
+	Features json.RawMessage
 }
 
 // Stats describes what Build added.
@@ -63,6 +67,7 @@ func Build(ctx context.Context, dir string, m model.Model, c Collection, o *Buil
 	defer w.Abort()
 	if o != nil {
 		w.Attach(o.Attach)
+		w.SetFeatures(o.Features)
 	}
 	lo := LayoutOptions{Images: c.Images.Len(), Captions: len(c.Captions)}
 	if o != nil {

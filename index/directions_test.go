@@ -230,7 +230,8 @@ func TestResCandidatesProbeMore(t *testing.T) {
 	if len(met) >= want {
 		t.Fatalf("the best cells list %d items: the test needs fewer than %d", len(met), want)
 	}
-	got, err := resCandidates(context.Background(), []*segment{s}, rq, want, 1, model.MrSw, true)
+	qq := &query{vecs: q, d: d, text: true, s: model.MrSw, probes: 1, res: rq}
+	got, err := resCandidates(context.Background(), []*segment{s}, qq, want)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "kernels_amd64.h"
 
 // TILEARGS loads the arguments that dots4x12fAVX2 and dots4x12fAVX512
 // share: R9 the rows, R11 their stride in bytes, DX dlen, SI = 0 the
@@ -13,30 +14,13 @@
 	XORQ SI, SI \
 	LEAQ (R9)(R11*4), R14
 
-// SPANSTART sets BX to the length of the span that starts at element SI
-// (TILESPAN, or what is left of dlen), DI to the first group of queries
-// and R8 to the number of groups.
-#define SPANSTART \
-	MOVQ DX, BX \
-	SUBQ SI, BX \
-	CMPQ BX, $TILESPAN \
-	JLE  2(PC) \
-	MOVQ $TILESPAN, BX \
-	MOVQ q+16(FP), DI \
-	MOVQ groups+40(FP), R8
-
-// NEXTGROUP moves DI on to the next group of queries and jumps to group
-// while groups are left; then moves SI on to the next span and jumps to
-// span while elements are left.
+// NEXTGROUP moves DI on to the next group of queries, then loops
+// (LOOPGROUPS).
 #define NEXTGROUP(group, span) \
 	MOVQ gstride+48(FP), CX \
 	SHLQ $2, CX \
 	ADDQ CX, DI \
-	DECQ R8 \
-	JNZ  group \
-	ADDQ BX, SI \
-	CMPQ SI, DX \
-	JNE  span
+	LOOPGROUPS(group, span)
 
 // MADD multiplies the 16 int16 of Y0 with the 16 int16 at off(R10) and
 // adds the 8 pairwise int32 sums to accumulator acc.
@@ -263,7 +247,7 @@ TEXT ·dots4x12fAVX2(SB), NOSPLIT, $0-72
 	TILEARGS
 
 tspan:
-	SPANSTART
+	SPANSTART(TILESPAN)
 
 tgroup:
 	XORQ AX, AX
@@ -341,15 +325,6 @@ DATA perm512<>+52(SB)/4, $0
 DATA perm512<>+56(SB)/4, $0
 DATA perm512<>+60(SB)/4, $0
 GLOBL perm512<>(SB), RODATA|NOPTR, $64
-
-// ZERO6Z clears six accumulators.
-#define ZERO6Z(a, b, c, d, e, f) \
-	VPXORD a, a, a \
-	VPXORD b, b, b \
-	VPXORD c, c, c \
-	VPXORD d, d, d \
-	VPXORD e, e, e \
-	VPXORD f, f, f
 
 // ROW512 multiplies the query pair in Z28 (queries 2j and 2j+1, 8
 // elements each) with the four broadcast row chunks in Z24-Z27 and adds
@@ -433,13 +408,13 @@ TEXT ·dots4x12fAVX512(SB), NOSPLIT, $0-72
 	KMOVW AX, K1
 
 zspan:
-	SPANSTART
+	SPANSTART(TILESPAN)
 
 zgroup:
-	ZERO6Z(Z0, Z1, Z2, Z3, Z4, Z5)
-	ZERO6Z(Z6, Z7, Z8, Z9, Z10, Z11)
-	ZERO6Z(Z12, Z13, Z14, Z15, Z16, Z17)
-	ZERO6Z(Z18, Z19, Z20, Z21, Z22, Z23)
+	ZERO6(VPXORD, Z0, Z1, Z2, Z3, Z4, Z5)
+	ZERO6(VPXORD, Z6, Z7, Z8, Z9, Z10, Z11)
+	ZERO6(VPXORD, Z12, Z13, Z14, Z15, Z16, Z17)
+	ZERO6(VPXORD, Z18, Z19, Z20, Z21, Z22, Z23)
 	LEAQ (SI)(SI*2), R10
 	SHLQ $4, R10
 	ADDQ DI, R10

@@ -103,8 +103,47 @@ func (sc *floatScratch) score(e *model.Embeddings, q *packedFloats, s model.Scor
 	nq := q.n
 	sc.sims = grow(sc.sims, (v1-v0)*nq)
 	dotsInto(e.Vecs[v0*d:v1*d], d, q, sc.sims, &sc.dots)
-	for i := lo; i < hi; i++ {
-		a, b := e.Offsets[i]-v0, e.Offsets[i+1]-v0
-		out[i-lo] = pool(sc.sims[a*nq:b*nq], b-a, nq, s, queryIsText)
+	poolItems(sc.sims, e.Offsets, lo, hi, nq, s, queryIsText, out)
+}
+
+// dots12fGo is the portable dots12f: for each of nv float32 rows at v (row
+// r starts at v[r*stride]) and each of 12 queries packed chunk-major in
+// chunks of 8 in q, it adds to out[r*12+w] their dot product over the
+// first dlen elements.
+func dots12fGo(v []float32, nv, stride int, q []float32, dlen int, out []float32) {
+	for r := 0; r < nv; r++ {
+		row := v[r*stride : r*stride+dlen]
+		var acc [12]float32
+		for c := 0; c < dlen/8; c++ {
+			chunk := row[c*8 : c*8+8]
+			qc := q[c*96 : c*96+96]
+			for w := 0; w < 12; w++ {
+				qw := qc[w*8 : w*8+8]
+				var s float32
+				for k, x := range chunk {
+					s += x * qw[k]
+				}
+				acc[w] += s
+			}
+		}
+		for w, a := range acc {
+			out[r*12+w] += a
+		}
+	}
+}
+
+// dots12fGroupsGo is the portable dots12f: dots12fGo for ng groups of 12
+// queries, group g at q[g*gstride:], into out[g*ostride+r*rstride+w].
+func dots12fGroupsGo(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, out []float32, ostride, rstride int) {
+	var t [12]float32
+	for g := range ng {
+		for r := range nv {
+			t = [12]float32{}
+			dots12fGo(v[r*stride:], 1, stride, q[g*gstride:], dlen, t[:])
+			o := out[g*ostride+r*rstride:]
+			for w, x := range t {
+				o[w] += x
+			}
+		}
 	}
 }

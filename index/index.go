@@ -9,6 +9,9 @@
 // files and publish them by replacing the manifest atomically, so a killed
 // build leaves the previous index intact and loadable.
 //
+// A search is one pipeline (pipeline.go): candidates, their scores
+// estimated on compressed codes, the best scored again exactly; what
+// depends on how a segment stores its vectors is its layout (layout.go).
 // Search scores with the model's own scoring (model.Scoring). With
 // SearchOptions.Exact it scores every item in float32, and the ranking of
 // a query equals that of scoring the collection with the model directly.
@@ -60,6 +63,41 @@ type Manifest struct {
 	Catalogue  string       `json:"catalogue"`
 	Images     []SegmentRef `json:"images"`
 	Captions   []SegmentRef `json:"captions"`
+	// Features records what made the features of the indexed images, as
+	// the data sets of xmr extract record it (package extract's Record,
+	// as JSON; this package keeps it as it is given): search
+	// --image-file, xmr serve's uploads and align --image extract a new
+	// photo the same way. Absent for features made elsewhere
+	// (precomputed ones). It is published with the rest of the manifest
+	// (Writer.SetFeatures, BuildOptions.Features).
+	Features json.RawMessage `json:"features,omitempty"`
+}
+
+// legacyFeaturesFile is where xmr recorded an index's Features before
+// manifests carried them: read when the manifest has none
+// (ReadFeatures), removed by the next commit.
+const legacyFeaturesFile = "features.json"
+
+// ReadFeatures returns what made the features of the index published in
+// dir (Manifest.Features, or the file an older xmr wrote beside the
+// manifest), or nil when the index records nothing; an error when dir
+// holds no index or the record cannot be read.
+func ReadFeatures(dir string) (json.RawMessage, error) {
+	m, err := readManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if m.Features != nil {
+		return m.Features, nil
+	}
+	b, err := infile.ReadFile(filepath.Join(dir, legacyFeaturesFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", dir, err)
+	}
+	return b, nil
 }
 
 // ModelInfo identifies the model that encoded an index.

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "kernels_amd64.h"
 
 // The VNNI kernels of the int8 path (int8_amd64.go). Both take the query
 // codes as int8, chunk-major (for every chunk of 16 elements, 16 codes of
@@ -47,18 +48,6 @@ GLOBL perm8x12<>(SB), RODATA|NOPTR, $64
 	MOVQ dlen+24(FP), DX \
 	XORQ SI, SI
 
-// VSPANSTART sets BX to the length of the span that starts at element SI
-// (I8SPAN, or what is left of dlen), DI to the first group of queries
-// and R8 to the number of groups.
-#define VSPANSTART \
-	MOVQ DX, BX \
-	SUBQ SI, BX \
-	CMPQ BX, $I8SPAN \
-	JLE  2(PC) \
-	MOVQ $I8SPAN, BX \
-	MOVQ q+16(FP), DI \
-	MOVQ groups+40(FP), R8
-
 // VGROUPSTART sets R10 to the span's first query chunk of the group at DI,
 // R12 to the span's start in row 0 and R13 in row 3, and CX to the span's
 // length.
@@ -95,16 +84,11 @@ GLOBL zero12<>(SB), RODATA|NOPTR, $48
 	JZ    2(PC) \
 	LEAQ  zero12<>(SB), CX
 
-// VNEXTGROUP moves DI on to the next group of queries and jumps to group
-// while groups are left; then moves SI on to the next span and jumps to
-// span while elements are left.
+// VNEXTGROUP moves DI on to the next group of queries, then loops
+// (LOOPGROUPS).
 #define VNEXTGROUP(group, span) \
 	ADDQ gstride+48(FP), DI \
-	DECQ R8 \
-	JNZ  group \
-	ADDQ BX, SI \
-	CMPQ SI, DX \
-	JNE  span
+	LOOPGROUPS(group, span)
 
 // ROWV multiplies one row chunk (16 bytes at addr, broadcast to the four
 // 128-bit lanes of Z28 and its top bits flipped by Z27) with the 12
@@ -162,15 +146,6 @@ GLOBL zero12<>(SB), RODATA|NOPTR, $48
 	VPADDD      Z31, Z28, Z28 \
 	VMOVDQU32   Z28, K1, (r)
 
-// ZERO6V clears six accumulators.
-#define ZERO6V(a, b, c, d, e, f) \
-	VPXORD a, a, a \
-	VPXORD b, b, b \
-	VPXORD c, c, c \
-	VPXORD d, d, d \
-	VPXORD e, e, e \
-	VPXORD f, f, f
-
 // func dots8x12VNNI512(v *int8, stride int, q *int8, dlen int, out *int32, groups, gstride, ostride int, corr *int32)
 //
 // For the 8 rows r at v + r*stride and the groups groups of 12 query
@@ -193,13 +168,13 @@ TEXT ·dots8x12VNNI512(SB), NOSPLIT, $0-72
 	VMOVDQU32    perm8x12<>(SB), Z30
 
 vspan:
-	VSPANSTART
+	SPANSTART(I8SPAN)
 
 vgroup:
-	ZERO6V(Z0, Z1, Z2, Z3, Z4, Z5)
-	ZERO6V(Z6, Z7, Z8, Z9, Z10, Z11)
-	ZERO6V(Z12, Z13, Z14, Z15, Z16, Z17)
-	ZERO6V(Z18, Z19, Z20, Z21, Z22, Z23)
+	ZERO6(VPXORD, Z0, Z1, Z2, Z3, Z4, Z5)
+	ZERO6(VPXORD, Z6, Z7, Z8, Z9, Z10, Z11)
+	ZERO6(VPXORD, Z12, Z13, Z14, Z15, Z16, Z17)
+	ZERO6(VPXORD, Z18, Z19, Z20, Z21, Z22, Z23)
 	VGROUPSTART
 	CMPQ R8, groups+40(FP)
 	JNE  vchunk
@@ -325,15 +300,6 @@ GLOBL perm2x12<>(SB), RODATA|NOPTR, $32
 	VMOVDQU a, (r) \
 	VMOVDQU ex, 32(r)
 
-// ZERO6Y clears six accumulators.
-#define ZERO6Y(a, b, c, d, e, f) \
-	VPXOR a, a, a \
-	VPXOR b, b, b \
-	VPXOR c, c, c \
-	VPXOR d, d, d \
-	VPXOR e, e, e \
-	VPXOR f, f, f
-
 // func dots2x12AVXVNNI(v *int8, stride int, q *int8, dlen int, out *int32, groups, gstride, ostride int, corr *int32)
 //
 // dots8x12VNNI512 for 2 rows with AVX-VNNI: the same arguments, query
@@ -346,11 +312,11 @@ TEXT ·dots2x12AVXVNNI(SB), NOSPLIT, $0-72
 	VPBROADCASTD X15, Y15
 
 yspan:
-	VSPANSTART
+	SPANSTART(I8SPAN)
 
 ygroup:
-	ZERO6Y(Y0, Y1, Y2, Y3, Y4, Y5)
-	ZERO6Y(Y6, Y7, Y8, Y9, Y10, Y11)
+	ZERO6(VPXOR, Y0, Y1, Y2, Y3, Y4, Y5)
+	ZERO6(VPXOR, Y6, Y7, Y8, Y9, Y10, Y11)
 	VGROUPSTART
 
 ychunk:

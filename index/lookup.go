@@ -96,7 +96,7 @@ func (ix *Index) AlignCaption(ctx context.Context, imageID string, n int, o *Sea
 	if !ok {
 		return nil, fmt.Errorf("align: caption %d is beyond the index's segments", n)
 	}
-	return match(ctx, img, row.Boxes, seg.item(i), strings.Fields(cp.Text), ix.scoring(o))
+	return match(ctx, img, row.Boxes, seg.layout.item(i), strings.Fields(cp.Text), ix.scoring(o))
 }
 
 // match scores one image (img, one item) against one caption (txt, one

@@ -216,11 +216,11 @@ func TestPQRerankMatchesExact(t *testing.T) {
 		q := clusteredNoise(rng, 1, 4, 12, dim, 64, 0.4)
 		for _, s := range []model.Scoring{model.MrSw, model.MwSr, model.Symm, model.MrAvgw} {
 			for _, text := range []bool{true, false} {
-				want, err := ix.rank(context.Background(), []*segment{seg}, q, s, text, &SearchOptions{K: 10, Exact: true, Candidates: -1})
+				want, err := ix.rank(context.Background(), newQuery([]*segment{seg}, q, text, s, &SearchOptions{K: 10, Exact: true, Candidates: -1}))
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := ix.rank(context.Background(), []*segment{seg}, q, s, text, &SearchOptions{K: 10, Rerank: 300, Candidates: -1})
+				got, err := ix.rank(context.Background(), newQuery([]*segment{seg}, q, text, s, &SearchOptions{K: 10, Rerank: 300, Candidates: -1}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -300,7 +300,7 @@ func TestPQSegmentVersions(t *testing.T) {
 			}
 			q := clustered(rng, 1, 5, 32, 4)
 			ix := &Index{}
-			got, err := ix.rank(context.Background(), []*segment{seg}, q, model.MrSw, true, &SearchOptions{K: 5, Rerank: -1, Candidates: -1})
+			got, err := ix.rank(context.Background(), newQuery([]*segment{seg}, q, true, model.MrSw, &SearchOptions{K: 5, Rerank: -1, Candidates: -1}))
 			if err != nil || len(got) != 5 {
 				t.Fatalf("search of a version 1 segment: %v, %v", got, err)
 			}
@@ -386,7 +386,7 @@ func FuzzParseSegment(f *testing.F) {
 			if _, err := scoreResidual(context.Background(), s.res, rq, model.MrSw, true); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := resCandidates(context.Background(), segs, rq, 3, 2, model.MrSw, true); err != nil {
+			if _, err := resCandidates(context.Background(), segs, &query{vecs: q, d: s.header.Dim, text: true, s: model.MrSw, probes: 2, res: rq}, 3); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -398,8 +398,8 @@ func FuzzParseSegment(f *testing.F) {
 				q.Vecs[i] = 0.1
 			}
 			words, boxes := []string{"a", "b"}, [][4]float32{{0, 0, 1, 1}, {0, 0, 0.5, 0.5}}
-			explain(model.MatchWords(s.item(0), 0, q, 0), words, boxes)
-			explain(model.MatchWords(q, 0, s.item(0), 0), words, boxes)
+			explain(model.MatchWords(s.layout.item(0), 0, q, 0), words, boxes)
+			explain(model.MatchWords(q, 0, s.layout.item(0), 0), words, boxes)
 		}
 	})
 }

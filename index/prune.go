@@ -1,7 +1,6 @@
 package index
 
 import (
-	"context"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -139,44 +138,12 @@ func globalCandidates(segs []*segment, g []float32, d, n int) []candidate {
 	return out
 }
 
-// scoreCandidates scores the query against the candidates with the
-// fine-grained alignment on the int8 codes (residual codes, through rq, for
-// those of compressed segments), in parallel.
-func scoreCandidates(ctx context.Context, cands []candidate, q *packedQuery, rq *resQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
-	out := make([]float32, len(cands))
-	const chunk = 64
-	tasks := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var sc codeScratch
-			var rs resScratch
-			for lo := range tasks {
-				for i := lo; i < min(lo+chunk, len(cands)); i++ {
-					c := cands[i]
-					if c.seg.res != nil {
-						rs.score(c.seg.res, rq, s, queryIsText, c.row, c.row+1, out[i:i+1])
-						continue
-					}
-					sc.score(c.seg.codes, q, s, queryIsText, c.row, c.row+1, out[i:i+1])
-				}
-			}
-		}()
+// decode returns global vector i from its int8 code.
+func (g *globalView) decode(i, d int) []float32 {
+	out := make([]float32, d)
+	sc := g.scales[i]
+	for k, c := range g.codes[i*g.cd : i*g.cd+d] {
+		out[k] = sc * float32(c)
 	}
-	var err error
-	for lo := 0; lo < len(cands); lo += chunk {
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case tasks <- lo:
-		}
-		if err != nil {
-			break
-		}
-	}
-	close(tasks)
-	wg.Wait()
-	return out, err
+	return out
 }

@@ -3,9 +3,6 @@ package index
 import (
 	"context"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/xmr-project/xmr/model"
 )
@@ -146,48 +143,6 @@ func dots12Go(v []int8, nv, stride int, q []int16, dlen int, out []int32) {
 	}
 }
 
-// dots12fGo is the portable dots12f: for each of nv float32 rows at v (row
-// r starts at v[r*stride]) and each of 12 queries packed chunk-major in
-// chunks of 8 in q, it adds to out[r*12+w] their dot product over the
-// first dlen elements.
-func dots12fGo(v []float32, nv, stride int, q []float32, dlen int, out []float32) {
-	for r := 0; r < nv; r++ {
-		row := v[r*stride : r*stride+dlen]
-		var acc [12]float32
-		for c := 0; c < dlen/8; c++ {
-			chunk := row[c*8 : c*8+8]
-			qc := q[c*96 : c*96+96]
-			for w := 0; w < 12; w++ {
-				qw := qc[w*8 : w*8+8]
-				var s float32
-				for k, x := range chunk {
-					s += x * qw[k]
-				}
-				acc[w] += s
-			}
-		}
-		for w, a := range acc {
-			out[r*12+w] += a
-		}
-	}
-}
-
-// dots12fGroupsGo is the portable dots12f: dots12fGo for ng groups of 12
-// queries, group g at q[g*gstride:], into out[g*ostride+r*rstride+w].
-func dots12fGroupsGo(v []float32, nv, stride int, q []float32, ng, gstride, dlen int, out []float32, ostride, rstride int) {
-	var t [12]float32
-	for g := range ng {
-		for r := range nv {
-			t = [12]float32{}
-			dots12fGo(v[r*stride:], 1, stride, q[g*gstride:], dlen, t[:])
-			o := out[g*ostride+r*rstride:]
-			for w, x := range t {
-				o[w] += x
-			}
-		}
-	}
-}
-
 // codeView is the compressed form of a segment's vectors.
 type codeView struct {
 	cd      int
@@ -248,97 +203,6 @@ func int8Sims(codes []int8, scales []float32, cd int, q *packedQuery, dots *[]in
 	}
 }
 
-// scoreBlocks scores every item of offsets (as Embeddings.Offsets) through
-// forBlocks: each goroutine's function, from newScorer, writes the scores
-// of items [lo, hi) to out[0 : hi-lo].
-func scoreBlocks(ctx context.Context, offsets []int, maxVectors int, newScorer func() func(lo, hi int, out []float32)) ([]float32, error) {
-	out := make([]float32, len(offsets)-1)
-	err := forBlocks(ctx, offsets, maxVectors, func() func(lo, hi int) {
-		score := newScorer()
-		return func(lo, hi int) { score(lo, hi, out[lo:hi]) }
-	})
-	return out, err
-}
-
-// forBlocks cuts the items of offsets (as Embeddings.Offsets) into blocks
-// of about maxVectors vectors (at least one item each) and runs them on
-// every core: newWorker makes each goroutine's function, which scores
-// items [lo, hi).
-func forBlocks(ctx context.Context, offsets []int, maxVectors int, newWorker func() func(lo, hi int)) error {
-	n := len(offsets) - 1
-	next := 0
-	return runClaimed(ctx, n, func() (lo, hi int) {
-		lo, hi = next, next
-		if lo < n {
-			hi = lo + 1
-			for hi < n && offsets[hi+1]-offsets[lo] <= maxVectors {
-				hi++
-			}
-		}
-		next = hi
-		return lo, hi
-	}, newWorker)
-}
-
-// forRanges runs [0, n) on every core in ranges of step: newWorker makes
-// each goroutine's function, which handles [lo, hi).
-func forRanges(ctx context.Context, n, step int, newWorker func() func(lo, hi int)) error {
-	next := 0
-	return runClaimed(ctx, (n+step-1)/step, func() (lo, hi int) {
-		lo = min(next, n)
-		next = min(lo+step, n)
-		return lo, next
-	}, newWorker)
-}
-
-// parallel runs f(0), ..., f(n-1) on every core.
-func parallel(n int, f func(i int)) {
-	forRanges(context.Background(), n, 1, func() func(lo, hi int) {
-		return func(lo, _ int) { f(lo) }
-	})
-}
-
-// runClaimed runs up to tasks tasks on every core: each goroutine (from
-// newWorker) claims its next range itself by calling claim, under a mutex
-// held for a few instructions, until claim returns an empty range or ctx
-// is done. (A hand-over through a channel would park and wake goroutines,
-// which cost more than a small block's work.)
-func runClaimed(ctx context.Context, tasks int, claim func() (lo, hi int), newWorker func() func(lo, hi int)) error {
-	var mu sync.Mutex
-	done := ctx.Done()
-	var (
-		wg       sync.WaitGroup
-		canceled atomic.Bool
-	)
-	for range min(runtime.GOMAXPROCS(0), max(tasks, 1)) {
-		wg.Add(1)
-		work := newWorker()
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-done:
-					canceled.Store(true)
-					return
-				default:
-				}
-				mu.Lock()
-				lo, hi := claim()
-				mu.Unlock()
-				if lo == hi {
-					return
-				}
-				work(lo, hi)
-			}
-		}()
-	}
-	wg.Wait()
-	if canceled.Load() {
-		return ctx.Err()
-	}
-	return nil
-}
-
 // codeScratch holds one goroutine's buffers for scoring int8 codes.
 type codeScratch struct {
 	dots []int32   // groups x vectors x 12
@@ -351,81 +215,5 @@ func (sc *codeScratch) score(c *codeView, q *packedQuery, s model.Scoring, query
 	nq := q.n
 	sc.sims = grow(sc.sims, (v1-v0)*nq)
 	int8Sims(c.codes[v0*c.cd:v1*c.cd], c.scales[v0:v1], c.cd, q, &sc.dots, sc.sims)
-	for i := lo; i < hi; i++ {
-		a, b := c.offsets[i]-v0, c.offsets[i+1]-v0
-		out[i-lo] = pool(sc.sims[a*nq:b*nq], b-a, nq, s, queryIsText)
-	}
-}
-
-// grow returns buf with length n, reallocated when its capacity is short.
-func grow[T any](buf []T, n int) []T {
-	if cap(buf) < n {
-		return make([]T, n)
-	}
-	return buf[:n]
-}
-
-// pool turns the similarities of an item's nv vectors (rows) with the
-// query's nq vectors (columns) into the item's score, as model.ScoreMatrix
-// pools an alignment matrix: the max is over the image's regions, the sum
-// over the caption's words. With a text query the rows are regions and the
-// columns words; with an image query, the other way round.
-func pool(sims []float32, nv, nq int, s model.Scoring, queryIsText bool) float32 {
-	if nv == 0 || nq == 0 {
-		return 0
-	}
-	// colMaxSum: the sum over columns of their max over rows;
-	// rowMaxSum: the sum over rows of their max over columns. (Comparisons
-	// rather than the max builtin, which also orders NaNs and signed zeros
-	// and costs several instructions more.)
-	colMaxSum := func() float32 {
-		var buf [64]float32
-		colMax := buf[:0]
-		if nq > len(buf) {
-			colMax = make([]float32, 0, nq)
-		}
-		colMax = append(colMax, sims[:nq]...)
-		for r := 1; r < nv; r++ {
-			row := sims[r*nq : (r+1)*nq]
-			for w, v := range row {
-				if v > colMax[w] {
-					colMax[w] = v
-				}
-			}
-		}
-		var t float32
-		for _, v := range colMax {
-			t += v
-		}
-		return t
-	}
-	rowMaxSum := func() float32 {
-		var t float32
-		for r := 0; r < nv; r++ {
-			row := sims[r*nq : (r+1)*nq]
-			best := row[0]
-			for _, v := range row[1:] {
-				if v > best {
-					best = v
-				}
-			}
-			t += best
-		}
-		return t
-	}
-	mrsw, mwsr := colMaxSum, rowMaxSum
-	words := nq
-	if !queryIsText {
-		mrsw, mwsr = rowMaxSum, colMaxSum
-		words = nv
-	}
-	switch s {
-	case model.MwSr:
-		return mwsr()
-	case model.Symm:
-		return mrsw() + mwsr()
-	case model.MrAvgw:
-		return mrsw() / float32(words)
-	}
-	return mrsw()
+	poolItems(sc.sims, c.offsets, lo, hi, nq, s, queryIsText, out)
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 	"sync"
-	"unsafe"
 
-	"github.com/xmr-project/xmr/mmap"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -28,9 +25,11 @@ import (
 //   - each cell lists the items with a vector in it, once each;
 //   - the global vectors are kept as their int8 codes and sign sketches.
 //
-// A pruned search (rankResidual) touches in memory only the cells' lists,
-// every vector's cell and the items' offsets; then it reads the residual
-// codes of a bounded number of candidates:
+// A pruned search (the pipeline of pipeline.go, through compressedLayout)
+// touches in memory only the cells' lists, every vector's cell and the
+// items' offsets; then it reads the residual codes of a bounded number of
+// candidates (stages 1 to 3 are resCandidates', 4 is narrowByCoarse's and
+// compressedLayout.estimate's, 5 compressedLayout.exact's):
 //
 //  1. the query's vectors against every centroid (a table, cells x query
 //     vectors); each query vector probes its best cells;
@@ -52,45 +51,8 @@ import (
 //     best k returned.
 //
 // The kernels of reskernels_amd64.s compute what their Go versions in
-// reskernels.go do, operation for operation.
-
-// Layout says how a Writer stores the vectors of the segments it writes.
-type Layout int
-
-const (
-	// LayoutAuto stores a modality compressed when the index will hold
-	// more than AutoCompressItems of its items (as LayoutOptions says),
-	// with float32 vectors otherwise.
-	LayoutAuto Layout = iota
-	// LayoutFloat32 keeps the float32 vectors, their int8 and 4-bit
-	// product-quantised codes (segment format version 2): exact search
-	// and float32 re-ranking.
-	LayoutFloat32
-	// LayoutCompressed stores each vector as its cell and a residual in
-	// 4-bit codes (format version 3), nothing in float32.
-	LayoutCompressed
-)
-
-// AutoCompressItems is the size above which LayoutAuto compresses: the
-// size above which searches prune (AutoPruneItems). Below it every item
-// is scored and the best re-ranked in float32, so that search scores equal
-// xmr eval's matrix.
-const AutoCompressItems = AutoPruneItems
-
-// LayoutOptions tell a Writer how to store vectors (Writer.SetLayout).
-type LayoutOptions struct {
-	Layout Layout
-	// Images and Captions are how many items of each modality the build
-	// adds (0: unknown), which LayoutAuto adds to those of the index.
-	Images, Captions int
-	// Dsub sets the residual codes' size: a byte per 2 x Dsub elements,
-	// as product quantisation with subspaces of Dsub elements takes (0:
-	// resDsubFor, 2 up to 512 dimensions and 4 above).
-	Dsub int
-	// Coder is the residuals' coder (CoderAuto: the better on the first
-	// batch).
-	Coder ResidualCoder
-}
+// reskernels.go do, operation for operation. The build side (training the
+// coder, encoding) is residual_build.go.
 
 // ErrNoFloat32 is wrapped by the errors for a search that needs float32
 // vectors (SearchOptions.Exact) on an index stored compressed.
@@ -109,155 +71,6 @@ const (
 	// secIVFItems holds, in version 3, cell by cell the items with a
 	// vector in the cell, ascending, each once (header "lists" entries).
 )
-
-// resDsubFor returns the residual quantiser's default subspace width for
-// vectors of dim: 2 elements (2 bits an element) up to 512 dimensions, 4
-// above (1 bit), so that 36 regions take about 3 KB at d = 256 and 6 KB at
-// d = 1024, 576 bytes more with their coarse codes (docs/benchmarks.md,
-// "search", measures recall against bytes).
-func resDsubFor(dim int) int {
-	if dim > 512 {
-		return 4
-	}
-	return 2
-}
-
-// coarseDsubFor returns the coarse codes' subspace width for vectors of
-// dim whose residual codes have subspaces of dsub elements: 4 times as
-// wide, and at most 32 subspaces (16 bytes a vector), so that at d = 256
-// 36 regions' coarse codes take 576 bytes, which a search keeps in
-// memory.
-func coarseDsubFor(dim, dsub int) int { return max(4*dsub, dim/32) }
-
-// coarseCoder makes a build's coarse codes: product quantisation of the
-// residuals, with subspaces of coarseDsubFor elements.
-type coarseCoder struct {
-	cb *pqCodebook
-	// table, when every coarse subspace is k whole subspaces of the
-	// residual codes' product quantiser (k at most 4), holds each coarse
-	// subspace's code for each combination of their k residual codes
-	// (16^k entries a subspace): the coarse centroid nearest the residual
-	// they decode to. Coarse codes are then looked up from the residual
-	// codes rather than searched for, which would cost a build as much
-	// again as the residual codes.
-	table []byte
-	k     int
-	// dots, when every coarse subspace is k > 4 whole residual subspaces
-	// (d = 1024: 8 of 4 elements), holds for each coarse subspace s,
-	// each j < k and residual code c the dot products of residual
-	// subspace s*k+j's centroid c with the 16 coarse centroids' part
-	// there (m x k x 16 x 16). The coarse code is then the centroid
-	// maximising the sum of k rows minus its half norm (half): the
-	// nearest to the decoded residual, in 16k additions rather than the
-	// 16 x dsub multiply-adds of a search from the residual.
-	dots, half []float32
-}
-
-// trainCoarse trains the coarse codes of vecs (rows of d, filed under
-// cellOf by qz) whose residual codes are rcb's, of subspaces of dsub
-// elements.
-func trainCoarse(modality string, vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int, rcb *pqCodebook) *coarseCoder {
-	cc := &coarseCoder{cb: trainResidual(modality, vecs, d, cellOf, qz, coarseDsubFor(d, dsub), CoderPQ)}
-	cb := cc.cb
-	if rcb.dir != nil || cb.dsub%rcb.dsub != 0 {
-		return cc
-	}
-	k := cb.dsub / rcb.dsub
-	if cb.m*k != rcb.m {
-		return cc
-	}
-	cc.k = k
-	if k > 4 {
-		cc.half = cb.halfNorms()
-		cc.dots = make([]float32, cb.m*k*pqCentroids*pqCentroids)
-		w := rcb.dsub
-		for s := range cb.m {
-			for j := range k {
-				for c := range pqCentroids {
-					fine := rcb.centroids[((s*k+j)*pqCentroids+c)*w:][:w]
-					row := cc.dots[((s*k+j)*pqCentroids+c)*pqCentroids:][:pqCentroids]
-					for cc2 := range row {
-						part := cb.centroids[(s*pqCentroids+cc2)*cb.dsub+j*w:][:w]
-						var dot float32
-						for e, f := range fine {
-							dot += f * part[e]
-						}
-						row[cc2] = dot
-					}
-				}
-			}
-		}
-		return cc
-	}
-	size := 1 << (4 * k)
-	cc.table = make([]byte, cb.m*size)
-	half := cb.halfNorms()
-	w := cb.dsub
-	parallel(cb.m, func(s int) {
-		x := make([]float32, w)
-		for idx := range size {
-			for j := range k {
-				c := idx >> (4 * j) & 15
-				copy(x[j*rcb.dsub:(j+1)*rcb.dsub], rcb.centroids[((s*k+j)*pqCentroids+c)*rcb.dsub:])
-			}
-			cc.table[s*size+idx] = byte(nearestHalf(x, cb.centroids[s*pqCentroids*w:(s+1)*pqCentroids*w], half[s*pqCentroids:(s+1)*pqCentroids]))
-		}
-	})
-	return cc
-}
-
-// encode returns the coarse codes of vecs (rows of cb.dim, filed under
-// cellOf), whose residual codes (of rm subspaces) are codes, in the
-// fast-scan block layout.
-func (cc *coarseCoder) encode(vecs []float32, cellOf []uint16, centroids []float32, codes []byte, rm int) []byte {
-	if cc.table == nil && cc.dots == nil {
-		out, _ := cc.cb.encodeResiduals(vecs, cellOf, centroids)
-		return out
-	}
-	m, k := cc.cb.m, cc.k
-	size := 1 << (4 * k)
-	n := len(cellOf)
-	nb := pqBlocks(n)
-	out := make([]byte, nb*16*m)
-	parallel((nb+31)/32, func(t int) {
-		fine := make([]byte, rm)
-		var acc [pqCentroids]float32
-		for b := t * 32; b < min(t*32+32, nb); b++ {
-			blk := out[b*16*m : (b+1)*16*m]
-			for i := range min(pqBlock, n-b*pqBlock) {
-				x := b*pqBlock + i
-				codesOf(codes, rm, x, fine)
-				for s := range m {
-					if cc.dots == nil {
-						idx := 0
-						for j := range k {
-							idx |= int(fine[s*k+j]) << (4 * j)
-						}
-						setCode(blk, s, i, cc.table[s*size+idx])
-						continue
-					}
-					for c, h := range cc.half[s*pqCentroids : (s+1)*pqCentroids] {
-						acc[c] = -h
-					}
-					for j, f := range fine[s*k : (s+1)*k] {
-						row := cc.dots[((s*k+j)*pqCentroids+int(f))*pqCentroids:][:pqCentroids]
-						for c, v := range row {
-							acc[c] += v
-						}
-					}
-					best := 0
-					for c, v := range acc {
-						if v > acc[best] {
-							best = c
-						}
-					}
-					setCode(blk, s, i, byte(best))
-				}
-			}
-		}
-	})
-	return out
-}
 
 // coarseReads is how many candidates a search of segs reads the residual
 // codes of, when it re-ranks rerank of them, after scoring them on their
@@ -362,188 +175,8 @@ func (v *resView) checkCover(items int) error {
 	return nil
 }
 
-// cellLists returns, for vectors filed under cells by cellOf (those of the
-// items of offsets), each cell's items, ascending, each once.
-func cellLists(cellOf []uint16, offsets []int, cells int) (off []int64, items []int32) {
-	off = make([]int64, cells+1)
-	stamp := make([]int32, cells) // item+1 that last counted the cell
-	base := offsets[0]
-	for it := 0; it+1 < len(offsets); it++ {
-		for x := offsets[it] - base; x < offsets[it+1]-base; x++ {
-			if c := cellOf[x]; stamp[c] != int32(it+1) {
-				stamp[c] = int32(it + 1)
-				off[c+1]++
-			}
-		}
-	}
-	for c := 0; c < cells; c++ {
-		off[c+1] += off[c]
-	}
-	items = make([]int32, off[cells])
-	fill := slices.Clone(off[:cells])
-	clear(stamp)
-	for it := 0; it+1 < len(offsets); it++ {
-		for x := offsets[it] - base; x < offsets[it+1]-base; x++ {
-			if c := cellOf[x]; stamp[c] != int32(it+1) {
-				stamp[c] = int32(it + 1)
-				items[fill[c]] = int32(it)
-				fill[c]++
-			}
-		}
-	}
-	return off, items
-}
-
-// trainResidual trains the residual quantiser of vecs (rows of d, filed
-// under cellOf by qz) on a strided sample: codes of as many bytes as
-// product quantisation with subspaces of dsub elements takes, by coder
-// (CoderAuto: the one of smaller squared error on the sample, logged with
-// modality).
-func trainResidual(modality string, vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int, coder ResidualCoder) *pqCodebook {
-	n := len(vecs) / d
-	sample := strided(n, pqTrainVectors)
-	res := make([]float32, len(sample)*d)
-	for j, i := range sample {
-		c := qz.centroids[int(cellOf[i])*d : int(cellOf[i]+1)*d]
-		residual(res[j*d:(j+1)*d], vecs[i*d:(i+1)*d], c, alphaValue(alphaOf(vecs[i*d:(i+1)*d], c)))
-	}
-	var pq, dir *pqCodebook
-	var pqErr, dirErr float64
-	if coder != CoderDirections {
-		pq = trainPQ(res, d, dsub)
-		pqErr = pq.squaredError(res)
-	}
-	if coder != CoderPQ {
-		_, m := pqShape(d, dsub)
-		dir, dirErr = trainDirections(res, d, m)
-	}
-	switch {
-	case pq == nil:
-		return dir
-	case dir == nil:
-		return pq
-	}
-	keep, other, kept, otherErr := dir, "product quantisation", "principal directions", pqErr
-	if dirErr >= pqErr {
-		keep, other, kept, otherErr = pq, "principal directions", "product quantisation", dirErr
-	}
-	slog.Info("index: "+modality+": residuals coded by "+kept, "dim", d, "bytes a vector", pq.m/2,
-		"mean squared error", min(pqErr, dirErr), "with "+other, otherErr)
-	return keep
-}
-
-// residual sets out to v minus a times its (unit) centroid c.
-func residual(out, v, c []float32, a float32) {
-	for k, x := range v {
-		out[k] = x - a*c[k]
-	}
-}
-
-// alphaOf returns the cosine of v with its unit centroid c in 127ths: the
-// part of v along c, which the residual leaves out. Queries lie near the
-// centroids of the vectors they match, so that this part, kept to within
-// 1/254, carries most of their scores; a residual from the centroid
-// itself would be longer than v for a vector far from its centroid.
-func alphaOf(v, c []float32) int8 {
-	var a float32
-	for k, x := range v {
-		a += x * c[k]
-	}
-	return int8(max(-127, min(127, math.Round(float64(a)*127))))
-}
-
 // alphaValue returns the cosine that alphaOf's code stands for.
 func alphaValue(a int8) float32 { return float32(a) / 127 }
-
-// encodeResiduals returns the codes of the residuals of vecs (rows of
-// cb.dim) from their cells' centroids, in the fast-scan block layout, in
-// parallel.
-func (cb *pqCodebook) encodeResiduals(vecs []float32, cellOf []uint16, centroids []float32) (codes []byte, alphas []int8) {
-	d := cb.dim
-	n := len(vecs) / d
-	nb := pqBlocks(n)
-	bs := 16 * cb.m
-	out := make([]byte, nb*bs)
-	alphas = make([]int8, n)
-	half := cb.halfNorms()
-	parallel((nb+31)/32, func(t int) {
-		res := make([]float32, max(cb.m*cb.dsub, pqBlock*d)) // zero past d
-		var y, tmp []float32
-		if cb.dir != nil {
-			y = make([]float32, pqBlock*cb.dir.k)
-		}
-		for b := t * 32; b < min(t*32+32, nb); b++ {
-			blk := out[b*bs : (b+1)*bs]
-			rows := min(pqBlock, n-b*pqBlock)
-			for i := range rows {
-				x := b*pqBlock + i
-				c := centroids[int(cellOf[x])*d : int(cellOf[x]+1)*d]
-				alphas[x] = alphaOf(vecs[x*d:(x+1)*d], c)
-				if cb.dir != nil { // the block's residuals, turned together
-					residual(res[i*d:(i+1)*d], vecs[x*d:(x+1)*d], c, alphaValue(alphas[x]))
-					continue
-				}
-				residual(res[:d], vecs[x*d:(x+1)*d], c, alphaValue(alphas[x]))
-				cb.encodeInto(blk, i, res, half)
-			}
-			if cb.dir != nil {
-				k := cb.dir.k
-				cb.dir.coords(res[:rows*d], d, y[:rows*k], &tmp)
-				for i := range rows {
-					cb.encodeDirs(blk, i, y[i*k:(i+1)*k])
-				}
-			}
-		}
-	})
-	return out, alphas
-}
-
-// nearestHalf returns the index of the centroid (16 rows of len(x) in
-// cent, half their squared norms in half) closest to x: the largest x.c -
-// |c|^2/2; ties go to the lower index. Widths 2, 4 and 8 are unrolled.
-func nearestHalf(x, cent, half []float32) int {
-	best, bv := 0, float32(math.Inf(-1))
-	switch len(x) {
-	case 2:
-		x0, x1 := x[0], x[1]
-		cent = cent[:2*pqCentroids]
-		for c := 0; c < pqCentroids; c++ {
-			if v := x0*cent[2*c] + x1*cent[2*c+1] - half[c]; v > bv {
-				best, bv = c, v
-			}
-		}
-	case 4:
-		x0, x1, x2, x3 := x[0], x[1], x[2], x[3]
-		cent = cent[:4*pqCentroids]
-		for c := 0; c < pqCentroids; c++ {
-			r := cent[4*c : 4*c+4]
-			if v := x0*r[0] + x1*r[1] + x2*r[2] + x3*r[3] - half[c]; v > bv {
-				best, bv = c, v
-			}
-		}
-	case 8: // the coarse codes' width at d = 256
-		x0, x1, x2, x3, x4, x5, x6, x7 := x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
-		cent = cent[:8*pqCentroids]
-		for c := 0; c < pqCentroids; c++ {
-			r := cent[8*c : 8*c+8]
-			if v := (x0*r[0] + x1*r[1] + x2*r[2] + x3*r[3]) + (x4*r[4] + x5*r[5] + x6*r[6] + x7*r[7]) - half[c]; v > bv {
-				best, bv = c, v
-			}
-		}
-	default:
-		w := len(x)
-		for c := 0; c < pqCentroids; c++ {
-			v := -half[c]
-			for k, e := range x {
-				v += e * cent[c*w+k]
-			}
-			if v > bv {
-				best, bv = c, v
-			}
-		}
-	}
-	return best
-}
 
 // codeAt returns the 4-bit code of subspace s of vector x in blocked codes
 // of m subspaces.
@@ -743,10 +376,7 @@ func (sc *resScratch) score(v *resView, rq *resQuery, s model.Scoring, queryIsTe
 			row[qi] = a*ct[qi] + q.scale[qi]*float32(sc.sums[(qi/2)*nb*64+(qi%2)*32+k]) + q.bias[qi]
 		}
 	}
-	for i := lo; i < hi; i++ {
-		a, b := v.offsets[i]-v0, v.offsets[i+1]-v0
-		out[i-lo] = pool(sc.sims[a*nq:b*nq], b-a, nq, s, queryIsText)
-	}
+	poolItems(sc.sims, v.offsets, lo, hi, nq, s, queryIsText, out)
 }
 
 // exact scores item i of v with its codes decoded exactly: each cosine is
@@ -803,23 +433,50 @@ func anyResidual(segs []*segment) bool {
 }
 
 // resCandidates returns the n items of segs (all compressed) rated best for
-// the query by stages 1-3 of the top of this file, in index order.
-func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes int, s model.Scoring, queryIsText bool) ([]candidate, error) {
-	nq := rq.nq
+// q by stages 1-3 of the top of this file, in index order.
+func resCandidates(ctx context.Context, segs []*segment, q *query, n int) ([]candidate, error) {
+	rq := q.res
 	// How many items stage 3 rates, and so how many stage 2 should meet.
 	keep := max(resInteractFactor*n, resInteractMin)
-	total := 0
-	for _, seg := range segs {
-		total += seg.header.Items
+	res, err := rateListed(ctx, segs, probeOrder(segs, rq, q.probes), q.probes, keep)
+	if err != nil {
+		return nil, err
 	}
-	// Stage 1: each query vector's best cells, best first: the probes it
-	// must make, then more that stage 2 makes while it has met too few
-	// items.
-	type probe struct {
-		cell int32
-		t    float32
+	all, who := flatten(segs, res)
+	// Stage 3: centroid interaction for the best of them, taken in index
+	// order (their vectors' cells and cosines read in order).
+	top := topSet(all, keep)
+	slices.Sort(top)
+	first := make([]candidate, len(top))
+	for i, h := range top {
+		first[i] = who(h)
 	}
-	probed := map[quantizerID][][]probe{} // per quantizer, per query vector
+	ci, err := interactAll(ctx, segs, first, q)
+	if err != nil {
+		return nil, err
+	}
+	best := topSet(ci, n)
+	slices.Sort(best) // in index order: their codes are read from disk in order
+	out := make([]candidate, len(best))
+	for i, h := range best {
+		out[i] = first[h]
+	}
+	return out, nil
+}
+
+// cellProbe is a cell a query vector probes and the vector's score with
+// its centroid.
+type cellProbe struct {
+	cell int32
+	t    float32
+}
+
+// probeOrder is stage 1: for each quantizer of segs and each query vector,
+// its best cells, best first: the probes it must make, then more that
+// stage 2 makes while it has met too few items.
+func probeOrder(segs []*segment, rq *resQuery, probes int) map[quantizerID][][]cellProbe {
+	nq := rq.nq
+	probed := map[quantizerID][][]cellProbe{} // per quantizer, per query vector
 	for _, seg := range segs {
 		v := seg.res
 		if _, ok := probed[v.id]; ok {
@@ -827,21 +484,29 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 		}
 		t := rq.tables[v.id]
 		col := make([]float32, v.cells)
-		per := make([][]probe, nq)
+		per := make([][]cellProbe, nq)
 		for w := range nq {
 			for c := range col {
 				col[c] = t[c*nq+w]
 			}
 			for _, h := range model.TopK(col, min(max(probes, resMaxProbes), v.cells)) {
-				per[w] = append(per[w], probe{int32(h.Index), h.Score})
+				per[w] = append(per[w], cellProbe{int32(h.Index), h.Score})
 			}
 		}
 		probed[v.id] = per
 	}
-	// Stage 2: per segment, the items met, rated by their best probed
-	// cell per query vector. Cells are probed in rounds, each query
-	// vector's next best in each: the first probes rounds always, more
-	// until the segment has met its share of keep.
+	return probed
+}
+
+// rateListed is stage 2: per segment, the items met in the probed cells'
+// lists, rated by their best probed cell per query vector. Cells are
+// probed in rounds, each query vector's next best in each: the first
+// probes rounds always, more until the segment has met its share of keep.
+func rateListed(ctx context.Context, segs []*segment, probed map[quantizerID][][]cellProbe, probes, keep int) ([]rated, error) {
+	total := 0
+	for _, seg := range segs {
+		total += seg.header.Items
+	}
 	res := make([]rated, len(segs))
 	err := eachSegment(ctx, segs, func(si int, seg *segment) {
 		v := seg.res
@@ -893,24 +558,18 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 		}
 		res[si] = rated{touched, sc}
 	})
-	if err != nil {
-		return nil, err
-	}
-	all, who := flatten(segs, res)
-	// Stage 3: centroid interaction for the best of them, taken in index
-	// order (their vectors' cells and cosines read in order).
-	top := topSet(all, keep)
-	slices.Sort(top)
-	first := make([]candidate, len(top))
-	for i, h := range top {
-		first[i] = who(h)
-	}
+	return res, err
+}
+
+// interactAll is stage 3: the centroid interaction of each of the items
+// first (in index order) with q. A text query under MrSw goes through the
+// interaction kernel, a run of one segment's items at a time, with the
+// query's tables padded for it.
+func interactAll(ctx context.Context, segs []*segment, first []candidate, q *query) ([]float32, error) {
+	rq, nq := q.res, q.res.nq
 	ci := make([]float32, len(first))
-	// A text query under MrSw goes through the interaction kernel, a
-	// run of one segment's items at a time, with the query's tables
-	// padded for it.
 	var padded map[quantizerID]*paddedTable
-	if s == model.MrSw && queryIsText {
+	if q.s == model.MrSw && q.text {
 		padded = map[quantizerID]*paddedTable{}
 		for _, seg := range segs {
 			if v := seg.res; padded[v.id] == nil {
@@ -918,7 +577,7 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 			}
 		}
 	}
-	err = forRanges(ctx, len(first), 256, func() func(lo, hi int) {
+	err := forRanges(ctx, len(first), 256, func() func(lo, hi int) {
 		var sc interactScratch
 		return func(lo, hi int) {
 			if padded != nil {
@@ -937,20 +596,11 @@ func resCandidates(ctx context.Context, segs []*segment, rq *resQuery, n, probes
 			}
 			for i := lo; i < hi; i++ {
 				c := first[i]
-				ci[i] = sc.rate(c.seg.res, rq.tables[c.seg.res.id], nq, c.row, s, queryIsText)
+				ci[i] = sc.rate(c.seg.res, rq.tables[c.seg.res.id], nq, c.row, q.s, q.text)
 			}
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	best := topSet(ci, n)
-	slices.Sort(best) // in index order: their codes are read from disk in order
-	out := make([]candidate, len(best))
-	for i, h := range best {
-		out[i] = first[h]
-	}
-	return out, nil
+	return ci, err
 }
 
 // interactScratch holds one goroutine's buffers for centroid
@@ -997,54 +647,21 @@ const (
 	resMaxProbes = 64
 )
 
-// scoreResCandidates scores the candidates on their residual codes (the
-// fast-scan estimate), or, coarse, on their coarse codes, in parallel.
-func scoreResCandidates(ctx context.Context, cands []candidate, rq *resQuery, s model.Scoring, queryIsText, coarse bool) ([]float32, error) {
-	// The residual codes are the one part of a search not kept in
-	// memory: on an index larger than the page cache they are scattered
-	// reads from disk, asked for at once rather than one page fault at a
-	// time.
-	if !coarse {
-		for _, c := range cands {
-			c.seg.willNeed(c.row)
-		}
+// narrowByCoarse returns the best reads of the candidates (of compressed
+// segments with coarse codes) by their coarse codes' estimates, in index
+// order (their residual codes are then read from disk in order).
+func narrowByCoarse(ctx context.Context, cands []candidate, q *query, reads int) ([]candidate, error) {
+	scores, err := estimate(ctx, cands, q, func(s *segment) estimator { return coarseCodes{s} })
+	if err != nil {
+		return nil, err
 	}
-	out := make([]float32, len(cands))
-	err := forRanges(ctx, len(cands), 32, func() func(lo, hi int) {
-		var sc resScratch
-		return func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				// The codes of the candidate scored two later, and the
-				// offsets (where its codes lie) of the one four later.
-				if j := i + 2; j < hi {
-					cands[j].fetchCodes(coarse)
-				}
-				if j := i + 4; j < hi {
-					o := cands[j].seg.res.offsets
-					prefetch(unsafe.Pointer(&o[cands[j].row]), 16)
-				}
-				c := cands[i]
-				v := c.seg.res
-				if coarse {
-					v = v.coarse
-				}
-				sc.score(v, rq, s, queryIsText, c.row, c.row+1, out[i:i+1])
-			}
-		}
-	})
-	return out, err
-}
-
-// fetchCodes asks for the candidate's coarse or residual codes (the
-// fast-scan blocks that hold its vectors) to be brought into the caches.
-func (c candidate) fetchCodes(coarse bool) {
-	v := c.seg.res
-	if coarse {
-		v = v.coarse
+	best := model.TopK(scores, reads)
+	slices.SortFunc(best, func(a, b model.Hit) int { return a.Index - b.Index })
+	kept := make([]candidate, len(best))
+	for i, h := range best {
+		kept[i] = cands[h.Index]
 	}
-	bs := 16 * v.cb.m
-	b0, b1 := v.offsets[c.row]/pqBlock, pqBlocks(v.offsets[c.row+1])
-	prefetch(unsafe.Pointer(unsafe.SliceData(v.codes[b0*bs:])), (b1-b0)*bs)
+	return kept, nil
 }
 
 // allCoarse reports whether every segment of segs has coarse codes.
@@ -1055,182 +672,4 @@ func allCoarse(segs []*segment) bool {
 		}
 	}
 	return true
-}
-
-// rankResidual ranks the items of segs (all compressed) for an alignment
-// scoring through stages 1-5 of the top of this file, with the query's
-// tables rq: c candidates scored on their codes (with coarse codes in
-// every segment: on those, and the best coarseReads of them on their
-// residual codes), the best o.rerank(false) of them decoded exactly.
-func rankResidual(ctx context.Context, segs []*segment, q *model.Embeddings, rq *resQuery, s model.Scoring, queryIsText bool, o *SearchOptions, c int) ([]model.Hit, error) {
-	cands, err := resCandidates(ctx, segs, rq, c, o.probes(), s, queryIsText)
-	if err != nil {
-		return nil, err
-	}
-	if reads := coarseReads(o.rerank(false), segs); reads > 0 && len(cands) > reads {
-		scores, err := scoreResCandidates(ctx, cands, rq, s, queryIsText, true)
-		if err != nil {
-			return nil, err
-		}
-		best := model.TopK(scores, reads)
-		slices.SortFunc(best, func(a, b model.Hit) int { return a.Index - b.Index }) // in index order, as read from disk
-		kept := make([]candidate, len(best))
-		for i, h := range best {
-			kept[i] = cands[h.Index]
-		}
-		cands = kept
-	}
-	scores, err := scoreResCandidates(ctx, cands, rq, s, queryIsText, false)
-	if err != nil {
-		return nil, err
-	}
-	return rerankBest(ctx, segs, cands, scores, q, rq, s, queryIsText, o)
-}
-
-// willNeed asks the kernel to start reading what scoring item i reads
-// from disk: its residual codes (the fast-scan blocks that hold its
-// vectors), or its float32 vectors. A segment read ahead when its index
-// was opened, or read into memory, needs no asking (a system call per
-// item saved).
-func (s *segment) willNeed(i int) {
-	switch {
-	case s.readAhead || !s.mapped:
-	case s.res != nil:
-		v := s.res
-		bs := 16 * v.cb.m
-		mmap.WillNeed(v.codes[v.offsets[i]/pqBlock*bs : pqBlocks(v.offsets[i+1])*bs])
-	default:
-		e := s.emb
-		mmap.WillNeed(bytesOf(e.Vecs[e.Offsets[i]*e.Dim : e.Offsets[i+1]*e.Dim]))
-	}
-}
-
-// decodeItem returns item i of a compressed segment decoded: its vectors
-// (centroids plus decoded residuals), positions and global vector (from
-// its int8 codes).
-func (s *segment) decodeItem(i int) *model.Embeddings {
-	v, d := s.res, s.header.Dim
-	x0, x1 := v.offsets[i], v.offsets[i+1]
-	e := &model.Embeddings{Dim: d, Offsets: []int{0, x1 - x0}, Pos: slices.Clone(s.emb.Pos[x0:x1]),
-		Vecs: make([]float32, (x1-x0)*d), Global: s.global.decode(i, d)}
-	for x := x0; x < x1; x++ {
-		v.decode(x, e.Vecs[(x-x0)*d:(x-x0+1)*d])
-	}
-	return e
-}
-
-// decode returns global vector i from its int8 code.
-func (g *globalView) decode(i, d int) []float32 {
-	out := make([]float32, d)
-	sc := g.scales[i]
-	for k, c := range g.codes[i*g.cd : i*g.cd+d] {
-		out[k] = sc * float32(c)
-	}
-	return out
-}
-
-// item returns item i of s: a view of its float32 vectors, or, stored
-// compressed, its vectors decoded.
-func (s *segment) item(i int) *model.Embeddings {
-	if s.res != nil {
-		return s.decodeItem(i)
-	}
-	return s.emb.Slice(i, i+1)
-}
-
-// globals returns the segment's items with their global vectors (no
-// region or word vectors when stored compressed: decoded from the int8
-// codes).
-func (s *segment) globals() *model.Embeddings {
-	if s.res == nil {
-		return s.emb
-	}
-	n, d := s.header.Items, s.header.Dim
-	e := &model.Embeddings{Dim: d, Offsets: make([]int, n+1), Global: make([]float32, n*d)}
-	for i := range n {
-		copy(e.Global[i*d:], s.global.decode(i, d))
-	}
-	return e
-}
-
-// residentBytes returns the bytes of s that a search keeps in memory (the
-// sections Preload reads): for a compressed segment its offsets, cells,
-// lists, centroids and codebooks; otherwise every section but the float32
-// vectors.
-func (s *segment) residentBytes() int64 {
-	var n int64
-	for name, sec := range s.header.Sections {
-		if s.resident(name) {
-			n += sec.Size
-		}
-	}
-	return n
-}
-
-// resident reports whether Preload reads section name of s.
-func (s *segment) resident(name string) bool {
-	if name == secIVFCentroids && s.sharedCentroids {
-		return false
-	}
-	if s.res != nil {
-		switch name {
-		case secOffsets, secCells, secAlphas, secIVFOffsets, secIVFItems, secIVFCentroids, secResCodebook, secResDirs, secResDirOf, secCoarseCodebook, secCoarseCodes:
-			return true
-		}
-		return false
-	}
-	return name != secVectors && name != secGlobal
-}
-
-// writeCompressedSegment writes e as a segment file of format version 3
-// at path, atomically: its vectors filed under qz's cells (cellOf, from
-// qz.assign) with their residuals coded by rcb, and by cc (nil: none) in
-// the coarse codes.
-func writeCompressedSegment(path, modality, fingerprint string, e *model.Embeddings, qz *quantizer, rcb *pqCodebook, cc *coarseCoder, cellOf []uint16) error {
-	if err := e.Validate(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := checkFinite(path, modality, e); err != nil {
-		return err
-	}
-	n, d := e.Len(), e.Dim
-	first, last := 0, 0
-	if n > 0 {
-		first, last = e.Offsets[0], e.Offsets[n]
-	}
-	offsets := make([]int64, n+1)
-	for i := range offsets {
-		offsets[i] = int64(e.Offsets[i] - first)
-	}
-	gcodes, gscales := quantize(e.Global[:n*d], d)
-	sketch := sketches(e.Global[:n*d], d)
-	listOff, listItems := cellLists(cellOf, e.Offsets[:n+1], qz.cells)
-	codes, alphas := rcb.encodeResiduals(e.Vecs[first*d:last*d], cellOf, qz.centroids)
-	arrays := []namedArray{
-		{secOffsets, bytesOf(offsets)},
-		{secPos, bytesOf(e.Pos[first:last])},
-		{secSketch, bytesOf(sketch)},
-		{secGCodes, bytesOf(gcodes)},
-		{secGScales, bytesOf(gscales)},
-		{secIVFCentroids, bytesOf(qz.centroids)},
-		{secIVFOffsets, bytesOf(listOff)},
-		{secIVFItems, bytesOf(listItems)},
-		{secCells, bytesOf(cellOf)},
-		{secAlphas, bytesOf(alphas)},
-		{secResCodebook, bytesOf(rcb.centroids)},
-		{secResCodes, codes},
-	}
-	ph := &pqHeader{Subspaces: rcb.m, Dsub: rcb.dsub}
-	if rcb.dir != nil {
-		ph.Directions = rcb.dir.k
-		arrays = append(arrays, namedArray{secResDirs, bytesOf(rcb.dir.dirs)}, namedArray{secResDirOf, bytesOf(rcb.dir.dirOf)})
-	}
-	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint,
-		Cells: qz.cells, Lists: len(listItems), Sections: map[string]section{}, PQ: ph}
-	if cc != nil {
-		coarse := cc.encode(e.Vecs[first*d:last*d], cellOf, qz.centroids, codes, rcb.m)
-		arrays = append(arrays, namedArray{secCoarseCodebook, bytesOf(cc.cb.centroids)}, namedArray{secCoarseCodes, coarse})
-		h.Coarse = &pqHeader{Subspaces: cc.cb.m, Dsub: cc.cb.dsub}
-	}
-	return writeSections(path, &h, segVersionResidual, arrays)
 }

@@ -1,7 +1,6 @@
 package index
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,11 +9,11 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/internal/infile"
 	"github.com/xmr-project/xmr/mmap"
 	"github.com/xmr-project/xmr/model"
@@ -106,139 +105,6 @@ type segmentHeader struct {
 	Sections map[string]section `json:"sections"`
 }
 
-// namedArray is a section's content as writeSections writes it.
-type namedArray struct {
-	name string
-	data []byte
-}
-
-// writeSegment writes e as a segment file at path, atomically, with an
-// inverted file of its vectors under qz (nil: none).
-func writeSegment(path, modality, fingerprint string, e *model.Embeddings, qz *quantizer) error {
-	if err := e.Validate(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	n, d := e.Len(), e.Dim
-	first, last := 0, 0
-	if n > 0 {
-		first, last = e.Offsets[0], e.Offsets[n]
-	}
-	if err := checkFinite(path, modality, e); err != nil {
-		return err
-	}
-	offsets := make([]int64, n+1)
-	for i := range offsets {
-		offsets[i] = int64(e.Offsets[i] - first)
-	}
-	codes, scales := quantize(e.Vecs[first*d:last*d], d)
-	gcodes, gscales := quantize(e.Global[:n*d], d)
-	sketch := sketches(e.Global[:n*d], d)
-	var cells int
-	var cents []float32
-	ivfOff, ivfVecs, ivfItems := []int64{0}, []int32(nil), []int32(nil)
-	if qz != nil {
-		cells, cents = qz.cells, qz.centroids
-		ivfOff, ivfVecs, ivfItems = ivfLists(qz.assign(e.Vecs[first*d:last*d]), e.Offsets[:n+1], cells)
-	}
-	cb := trainPQ(e.Vecs[first*d:last*d], d, pqDsubFor(d))
-	pqCodes := cb.encode(e.Vecs[first*d : last*d])
-	arrays := []namedArray{
-		{secOffsets, bytesOf(offsets)},
-		{secPos, bytesOf(e.Pos[first:last])},
-		{secGlobal, bytesOf(e.Global[:n*d])},
-		{secVectors, bytesOf(e.Vecs[first*d : last*d])},
-		{secCodes, bytesOf(codes)},
-		{secScales, bytesOf(scales)},
-		{secSketch, bytesOf(sketch)},
-		{secGCodes, bytesOf(gcodes)},
-		{secGScales, bytesOf(gscales)},
-		{secIVFCentroids, bytesOf(cents)},
-		{secIVFOffsets, bytesOf(ivfOff)},
-		{secIVFVectors, bytesOf(ivfVecs)},
-		{secIVFItems, bytesOf(ivfItems)},
-		{secPQCodebook, bytesOf(cb.centroids)},
-		{secPQCodes, pqCodes},
-	}
-	h := segmentHeader{Modality: modality, Items: n, Vectors: last - first, Dim: d, Model: fingerprint,
-		Cells: cells, Sections: map[string]section{}, PQ: &pqHeader{Subspaces: cb.m, Dsub: cb.dsub}}
-	return writeSections(path, &h, segVersion, arrays)
-}
-
-// checkFinite refuses embeddings with a NaN, an infinity or an element
-// beyond ±maxMagnitude, which score nothing a reader can rank (and fail
-// to encode as JSON), naming the item: a segment that Open would refuse
-// is never written.
-func checkFinite(path, modality string, e *model.Embeddings) error {
-	n, d := e.Len(), e.Dim
-	first, last := 0, 0
-	if n > 0 {
-		first, last = e.Offsets[0], e.Offsets[n]
-	}
-	if k, ok := firstBeyond(e.Global[:n*d]); ok {
-		return fmt.Errorf("write %s: %s item %d: global vector element %d is %v; the model's %s vectors must be finite, within ±%g",
-			path, modality, k/d, k%d, e.Global[k], modality, maxMagnitude)
-	}
-	if k, ok := firstBeyond(e.Vecs[first*d : last*d]); ok {
-		return fmt.Errorf("write %s: %s item %d: vector %d element %d is %v; the model's %s vectors must be finite, within ±%g",
-			path, modality, itemOf(e.Offsets[:n+1], first+k/d), first+k/d, k%d, e.Vecs[first*d+k], modality, maxMagnitude)
-	}
-	return nil
-}
-
-// writeSections writes a segment file at path, atomically: the prefix,
-// h (its sections filled in) and the arrays, each at a multiple of 64
-// bytes.
-func writeSections(path string, h *segmentHeader, version uint32, arrays []namedArray) error {
-	// The header's size depends on the offsets it lists: lay the sections
-	// out after a generous header bound, then pad the header to it.
-	hdrCap := int64(1024)
-	for {
-		off := alignUp(segPrefix+hdrCap, sectionAlign)
-		for _, a := range arrays {
-			h.Sections[a.name] = section{Offset: off, Size: int64(len(a.data)), CRC32C: crc32.Checksum(a.data, crcTable)}
-			off = alignUp(off+int64(len(a.data)), sectionAlign)
-		}
-		hb, err := json.Marshal(h)
-		if err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		if int64(len(hb)) > hdrCap {
-			hdrCap *= 2
-			continue
-		}
-		return atomicfile.Write(path, func(w io.Writer) error {
-			bw := bufio.NewWriterSize(w, 1<<20)
-			var pre [segPrefix]byte
-			copy(pre[:], segMagic)
-			binary.LittleEndian.PutUint32(pre[8:], version)
-			binary.LittleEndian.PutUint32(pre[12:], uint32(len(hb)))
-			binary.LittleEndian.PutUint32(pre[16:], crc32.Checksum(hb, crcTable))
-			pos := int64(0)
-			write := func(b []byte) error {
-				_, err := bw.Write(b)
-				pos += int64(len(b))
-				return err
-			}
-			pad := func(to int64) error { return write(make([]byte, to-pos)) }
-			if err := write(pre[:]); err != nil {
-				return err
-			}
-			if err := write(hb); err != nil {
-				return err
-			}
-			for _, a := range arrays {
-				if err := pad(h.Sections[a.name].Offset); err != nil {
-					return err
-				}
-				if err := write(a.data); err != nil {
-					return err
-				}
-			}
-			return bw.Flush()
-		})
-	}
-}
-
 // segment is an open, memory-mapped segment file.
 type segment struct {
 	path   string
@@ -254,6 +120,9 @@ type segment struct {
 	ivf       *ivfView          // the inverted file of the vectors, or nil
 	pq        *pqView           // the product-quantised vectors; nil in a version 1 or 3 segment
 	res       *resView          // version 3 (residual.go): the compressed vectors; nil otherwise
+	// layout scores the segment's items in the search pipeline:
+	// compressedLayout for version 3, floatLayout otherwise.
+	layout layout
 	// sharedCentroids: an earlier segment of the index holds the same
 	// inverted-file centroids (a build writes its quantizer into each of
 	// its segments), and searches read that one's; these are neither
@@ -339,46 +208,45 @@ func readAhead(segs []*segment) {
 	}
 }
 
-// parse checks the prefix, header and sections and builds the views.
+// segmentFormat is what a format version of segment files holds beyond
+// the sections every version has (offsets, positions, the global vectors'
+// sketches and int8 codes), and how it is searched.
+type segmentFormat struct {
+	// sections checks the header's shape for this version and names, with
+	// need, every further section and its size in bytes.
+	sections func(h *segmentHeader, need func(name string, factors ...int64)) error
+	// views builds the segment's views of those sections (raw, checked)
+	// and sets its layout.
+	views func(s *segment, raw map[string][]byte) error
+}
+
+// segmentFormats are the format versions this xmr opens: 1 (float32
+// vectors and int8 codes, searched on those), 2 (with 4-bit
+// product-quantised codes too) and 3 (compressed: residual.go).
+var segmentFormats = map[uint32]segmentFormat{
+	segVersionInt8:     {sections: floatSections(segVersionInt8), views: floatViews(segVersionInt8)},
+	segVersion:         {sections: floatSections(segVersion), views: floatViews(segVersion)},
+	segVersionResidual: {sections: compressedSections, views: compressedViews},
+}
+
+// parse checks the prefix, header and sections and builds the views:
+// what every version has here, what each holds beyond it through its
+// segmentFormat.
 func (s *segment) parse(skipCRC bool) error {
 	b := s.data
 	if string(b[:8]) != segMagic {
 		return fmt.Errorf("not an xmr index segment (magic %q, want %q)", b[:8], segMagic)
 	}
 	version := binary.LittleEndian.Uint32(b[8:])
-	if version != segVersion && version != segVersionInt8 && version != segVersionResidual {
-		return fmt.Errorf("format version %d; this xmr reads versions %d to %d: rebuild the index with this xmr", version, segVersionInt8, segVersionResidual)
+	format, ok := segmentFormats[version]
+	if !ok {
+		return fmt.Errorf("format version %d; this xmr reads versions %d to %d: rebuild the index with this xmr (xmr index --overwrite, from the same checkpoint and data)", version, segVersionInt8, segVersionResidual)
 	}
-	compressed := version == segVersionResidual
-	hl := int64(binary.LittleEndian.Uint32(b[12:]))
-	if hl > maxHeaderSize || segPrefix+hl > int64(len(b)) {
-		return fmt.Errorf("header of %d bytes does not fit in the %d-byte file: truncated or corrupt", hl, len(b))
-	}
-	hb := b[segPrefix : segPrefix+hl]
-	if crc := crc32.Checksum(hb, crcTable); crc != binary.LittleEndian.Uint32(b[16:]) {
-		return fmt.Errorf("header checksum mismatch (CRC-32C %08x, stored %08x): corrupt file", crc, binary.LittleEndian.Uint32(b[16:]))
-	}
-	h := &s.header
-	if err := json.Unmarshal(hb, h); err != nil {
-		return fmt.Errorf("header: %w", err)
-	}
-	if h.Items < 0 || h.Vectors < 0 || h.Dim <= 0 || h.Dim > 1<<20 {
-		return fmt.Errorf("header: %d items, %d vectors, dimension %d", h.Items, h.Vectors, h.Dim)
-	}
-	// Every count is bounded by the bytes that must hold it before any
-	// size is computed from it: a forged count (items = 2^62 + n, the
-	// header's checksum made valid) made the sizes below wrap around
-	// int64 and equal those of the real sections, and a search then
-	// indexed past them.
-	if err := checkCounts(h, int64(len(b))); err != nil {
+	hl, err := s.parseHeader()
+	if err != nil {
 		return err
 	}
-	// A segment's cells are its collection's quantizer's, trained on the
-	// first batch: a later, smaller segment may have fewer vectors than
-	// cells.
-	if h.Cells < 0 || h.Cells > 1<<16 {
-		return fmt.Errorf("header: inverted file of %d cells (want 0 to 65,536)", h.Cells)
-	}
+	h := &s.header
 	// The sizes the counts imply. With the counts bounded (2^31 - 1
 	// items and vectors, 2^20 dimensions, 2^16 cells, 512 subspaces) no
 	// product exceeds 2^53; each is checked for overflow all the same
@@ -392,93 +260,17 @@ func (s *segment) parse(skipCRC bool) error {
 		}
 		want[name] = n
 	}
-	items, vectors, dim := int64(h.Items), int64(h.Vectors), int64(h.Dim)
+	items, vectors := int64(h.Items), int64(h.Vectors)
 	need(secOffsets, 8, items+1)
 	need(secPos, 4, vectors)
-	need(secGlobal, 4, items, dim)
-	need(secVectors, 4, vectors, dim)
-	need(secCodes, vectors, int64(codeDim(h.Dim)))
-	need(secScales, 4, vectors)
 	need(secSketch, 8, items, int64(sketchWords(h.Dim)))
 	need(secGCodes, items, int64(codeDim(h.Dim)))
 	need(secGScales, 4, items)
-	blocks := int64(pqBlocks(h.Vectors))
-	if compressed {
-		if h.Cells <= 0 || h.Lists < 0 || int64(h.Lists) > int64(h.Vectors) {
-			return fmt.Errorf("header: compressed segment with %d cells and %d list entries for %d vectors (want cells > 0, entries at most the vectors)", h.Cells, h.Lists, h.Vectors)
-		}
-		if err := checkPQ(h, version); err != nil {
-			return err
-		}
-		delete(want, secGlobal)
-		delete(want, secVectors)
-		delete(want, secCodes)
-		delete(want, secScales)
-		need(secIVFCentroids, 4, int64(h.Cells), dim)
-		need(secIVFOffsets, 8, int64(h.Cells)+1)
-		need(secIVFItems, 4, int64(h.Lists))
-		need(secCells, 2, vectors)
-		need(secAlphas, vectors)
-		need(secResCodebook, 4, int64(h.PQ.Subspaces), pqCentroids, int64(h.PQ.Dsub))
-		need(secResCodes, blocks, 16, int64(h.PQ.Subspaces))
-		if h.PQ.Directions > 0 {
-			need(secResDirs, 4, int64(h.PQ.Directions), dim)
-			need(secResDirOf, 2, int64(h.PQ.Subspaces))
-		}
-		if c := h.Coarse; c != nil {
-			if !c.fits(h.Dim) {
-				return fmt.Errorf("header: coarse product quantiser of %d subspaces of %d elements does not fit dimension %d", c.Subspaces, c.Dsub, h.Dim)
-			}
-			need(secCoarseCodebook, 4, int64(c.Subspaces), pqCentroids, int64(c.Dsub))
-			need(secCoarseCodes, blocks, 16, int64(c.Subspaces))
-		}
-	} else if h.Coarse != nil {
-		return fmt.Errorf("header: coarse codes in a segment of format version %d, which has none", version)
-	} else if h.Cells > 0 {
-		need(secIVFCentroids, 4, int64(h.Cells), dim)
-		need(secIVFOffsets, 8, int64(h.Cells)+1)
-		need(secIVFVectors, 4, vectors)
-		need(secIVFItems, 4, vectors)
+	if err := format.sections(h, need); err != nil {
+		return err
 	}
-	if version == segVersion {
-		if err := checkPQ(h, version); err != nil {
-			return err
-		}
-		if h.PQ.Directions != 0 {
-			return fmt.Errorf("header: a direction coder in format version %d, which has none", segVersion)
-		}
-		need(secPQCodebook, 4, int64(h.PQ.Subspaces), pqCentroids, int64(h.PQ.Dsub))
-		need(secPQCodes, blocks, 16, int64(h.PQ.Subspaces))
-	}
-	raw := map[string][]byte{}
-	names := make([]string, 0, len(want))
-	for name := range want {
-		names = append(names, name)
-	}
-	sort.Strings(names) // the same error every time for a file with several faults
-	for _, name := range names {
-		size := want[name]
-		if size < 0 {
-			return fmt.Errorf("header: section %q of %d items and %d vectors at dimension %d would need more bytes than an int64 counts: corrupt or forged header", name, h.Items, h.Vectors, h.Dim)
-		}
-		sec, ok := h.Sections[name]
-		if !ok {
-			return fmt.Errorf("section %q missing", name)
-		}
-		if sec.Size != size {
-			return fmt.Errorf("section %q: %d bytes, %d items of %d vectors at dimension %d need %d", name, sec.Size, h.Items, h.Vectors, h.Dim, size)
-		}
-		if sec.Offset%sectionAlign != 0 || sec.Offset < segPrefix+hl || sec.Offset > int64(len(b)) || sec.Size > int64(len(b))-sec.Offset {
-			return fmt.Errorf("section %q at [%d, %d) lies outside the %d-byte file: truncated or corrupt", name, sec.Offset, sec.Offset+sec.Size, len(b))
-		}
-		raw[name] = b[sec.Offset : sec.Offset+sec.Size]
-		if !skipCRC {
-			if crc := crc32.Checksum(raw[name], crcTable); crc != sec.CRC32C {
-				return fmt.Errorf("section %q: checksum mismatch (CRC-32C %08x, stored %08x): corrupt file", name, crc, sec.CRC32C)
-			}
-		}
-	}
-	if err := checkOverlap(h.Sections, want); err != nil {
+	raw, err := s.sections(want, hl, skipCRC)
+	if err != nil {
 		return err
 	}
 	offsets := sliceOf[int64](raw[secOffsets])
@@ -503,42 +295,9 @@ func (s *segment) parse(skipCRC bool) error {
 			return fmt.Errorf("section %q: vector %d has position %d; positions (region or word numbers) are not negative", secPos, k, p)
 		}
 	}
-	if compressed {
-		v := &resView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
-			id:     quantizerID{h.Sections[secIVFCentroids].CRC32C, h.Cells},
-			cellOf: sliceOf[uint16](raw[secCells]), alphas: sliceOf[int8](raw[secAlphas]), listOff: sliceOf[int64](raw[secIVFOffsets]), listItems: sliceOf[int32](raw[secIVFItems]),
-			cb:    &pqCodebook{dim: h.Dim, dsub: h.PQ.Dsub, m: h.PQ.Subspaces, centroids: sliceOf[float32](raw[secResCodebook])},
-			cbID:  quantizerID{h.Sections[secResCodebook].CRC32C, h.PQ.Subspaces},
-			codes: raw[secResCodes], offsets: e.Offsets}
-		if k := h.PQ.Directions; k > 0 {
-			dirOf := sliceOf[uint16](raw[secResDirOf])
-			for s, j := range dirOf {
-				if int(j) >= k {
-					return fmt.Errorf("section %q: subspace %d codes direction %d of %d", secResDirOf, s, j, k)
-				}
-			}
-			v.cb.dir = newDirCoder(sliceOf[float32](raw[secResDirs]), h.Dim, dirOf)
-			v.cbID.crc ^= bits.RotateLeft32(h.Sections[secResDirs].CRC32C, 16)
-		}
-		if c := h.Coarse; c != nil {
-			cv := *v
-			cv.cb = &pqCodebook{dim: h.Dim, dsub: c.Dsub, m: c.Subspaces, centroids: sliceOf[float32](raw[secCoarseCodebook])}
-			cv.cbID = quantizerID{h.Sections[secCoarseCodebook].CRC32C, c.Subspaces}
-			cv.codes = raw[secCoarseCodes]
-			v.coarse = &cv
-		}
-		if err := v.check(h.Items); err != nil {
-			return err
-		}
-		s.res = v
-	} else if h.Cells > 0 {
-		v := &ivfView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
-			off: sliceOf[int64](raw[secIVFOffsets]), vecs: sliceOf[int32](raw[secIVFVectors]),
-			items: sliceOf[int32](raw[secIVFItems]), id: quantizerID{h.Sections[secIVFCentroids].CRC32C, h.Cells}}
-		if err := v.check(e.Offsets); err != nil {
-			return err
-		}
-		s.ivf = v
+	s.emb = e
+	if err := format.views(s, raw); err != nil {
+		return err
 	}
 	// The float sections were checked against their CRCs, which a writer
 	// computes over whatever it wrote: they are scanned for NaN,
@@ -557,16 +316,208 @@ func (s *segment) parse(skipCRC bool) error {
 			}
 		}
 	}
-	s.emb = e
-	if !compressed {
-		s.codes = &codeView{cd: codeDim(h.Dim), codes: sliceOf[int8](raw[secCodes]), scales: sliceOf[float32](raw[secScales]), offsets: e.Offsets}
-	}
 	s.global = &globalView{sketch: sliceOf[uint64](raw[secSketch]), words: sketchWords(h.Dim), cd: codeDim(h.Dim),
 		codes: sliceOf[int8](raw[secGCodes]), scales: sliceOf[float32](raw[secGScales])}
-	if h.PQ != nil && version == segVersion {
-		cb := &pqCodebook{dim: h.Dim, dsub: h.PQ.Dsub, m: h.PQ.Subspaces, centroids: sliceOf[float32](raw[secPQCodebook])}
-		s.pq = &pqView{cb: cb, codes: raw[secPQCodes], offsets: e.Offsets}
+	return nil
+}
+
+// parseHeader checks the header (its length, checksum and counts) and
+// reads it into s.header; it returns the header's length.
+func (s *segment) parseHeader() (int64, error) {
+	b := s.data
+	hl := int64(binary.LittleEndian.Uint32(b[12:]))
+	if hl > maxHeaderSize || segPrefix+hl > int64(len(b)) {
+		return 0, fmt.Errorf("header of %d bytes does not fit in the %d-byte file: truncated or corrupt", hl, len(b))
 	}
+	hb := b[segPrefix : segPrefix+hl]
+	if crc := crc32.Checksum(hb, crcTable); crc != binary.LittleEndian.Uint32(b[16:]) {
+		return 0, fmt.Errorf("header checksum mismatch (CRC-32C %08x, stored %08x): corrupt file", crc, binary.LittleEndian.Uint32(b[16:]))
+	}
+	h := &s.header
+	if err := json.Unmarshal(hb, h); err != nil {
+		return 0, fmt.Errorf("header: %w", err)
+	}
+	if h.Items < 0 || h.Vectors < 0 || h.Dim <= 0 || h.Dim > 1<<20 {
+		return 0, fmt.Errorf("header: %d items, %d vectors, dimension %d", h.Items, h.Vectors, h.Dim)
+	}
+	// Every count is bounded by the bytes that must hold it before any
+	// size is computed from it: a forged count (items = 2^62 + n, the
+	// header's checksum made valid) made the sizes below wrap around
+	// int64 and equal those of the real sections, and a search then
+	// indexed past them.
+	if err := checkCounts(h, int64(len(b))); err != nil {
+		return 0, err
+	}
+	// A segment's cells are its collection's quantizer's, trained on the
+	// first batch: a later, smaller segment may have fewer vectors than
+	// cells.
+	if h.Cells < 0 || h.Cells > 1<<16 {
+		return 0, fmt.Errorf("header: inverted file of %d cells (want 0 to 65,536)", h.Cells)
+	}
+	return hl, nil
+}
+
+// sections checks that the header lists every section of want, of the
+// size wanted, inside the file after the header (of hl bytes), without
+// overlaps and, unless skipCRC, with its checksum; it returns their bytes
+// by name.
+func (s *segment) sections(want map[string]int64, hl int64, skipCRC bool) (map[string][]byte, error) {
+	b, h := s.data, &s.header
+	raw := map[string][]byte{}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the same error every time for a file with several faults
+	for _, name := range names {
+		size := want[name]
+		if size < 0 {
+			return nil, fmt.Errorf("header: section %q of %d items and %d vectors at dimension %d would need more bytes than an int64 counts: corrupt or forged header", name, h.Items, h.Vectors, h.Dim)
+		}
+		sec, ok := h.Sections[name]
+		if !ok {
+			return nil, fmt.Errorf("section %q missing", name)
+		}
+		if sec.Size != size {
+			return nil, fmt.Errorf("section %q: %d bytes, %d items of %d vectors at dimension %d need %d", name, sec.Size, h.Items, h.Vectors, h.Dim, size)
+		}
+		if sec.Offset%sectionAlign != 0 || sec.Offset < segPrefix+hl || sec.Offset > int64(len(b)) || sec.Size > int64(len(b))-sec.Offset {
+			return nil, fmt.Errorf("section %q at [%d, %d) lies outside the %d-byte file: truncated or corrupt", name, sec.Offset, sec.Offset+sec.Size, len(b))
+		}
+		raw[name] = b[sec.Offset : sec.Offset+sec.Size]
+		if !skipCRC {
+			if crc := crc32.Checksum(raw[name], crcTable); crc != sec.CRC32C {
+				return nil, fmt.Errorf("section %q: checksum mismatch (CRC-32C %08x, stored %08x): corrupt file", name, crc, sec.CRC32C)
+			}
+		}
+	}
+	if err := checkOverlap(h.Sections, want); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// floatSections returns the sections of format version 1 or 2: float32
+// vectors, global vectors and int8 codes, the inverted file when the
+// header has cells, and in version 2 the product-quantised codes.
+func floatSections(version uint32) func(h *segmentHeader, need func(string, ...int64)) error {
+	return func(h *segmentHeader, need func(string, ...int64)) error {
+		items, vectors, dim := int64(h.Items), int64(h.Vectors), int64(h.Dim)
+		need(secGlobal, 4, items, dim)
+		need(secVectors, 4, vectors, dim)
+		need(secCodes, vectors, int64(codeDim(h.Dim)))
+		need(secScales, 4, vectors)
+		if h.Coarse != nil {
+			return fmt.Errorf("header: coarse codes in a segment of format version %d, which has none", version)
+		}
+		if h.Cells > 0 {
+			need(secIVFCentroids, 4, int64(h.Cells), dim)
+			need(secIVFOffsets, 8, int64(h.Cells)+1)
+			need(secIVFVectors, 4, vectors)
+			need(secIVFItems, 4, vectors)
+		}
+		if version == segVersion {
+			if err := checkPQ(h, version); err != nil {
+				return err
+			}
+			if h.PQ.Directions != 0 {
+				return fmt.Errorf("header: a direction coder in format version %d, which has none", segVersion)
+			}
+			need(secPQCodebook, 4, int64(h.PQ.Subspaces), pqCentroids, int64(h.PQ.Dsub))
+			need(secPQCodes, int64(pqBlocks(h.Vectors)), 16, int64(h.PQ.Subspaces))
+		}
+		return nil
+	}
+}
+
+// floatViews returns the view builder of format version 1 or 2.
+func floatViews(version uint32) func(s *segment, raw map[string][]byte) error {
+	return func(s *segment, raw map[string][]byte) error {
+		h, e := &s.header, s.emb
+		if h.Cells > 0 {
+			v := &ivfView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
+				off: sliceOf[int64](raw[secIVFOffsets]), vecs: sliceOf[int32](raw[secIVFVectors]),
+				items: sliceOf[int32](raw[secIVFItems]), id: quantizerID{h.Sections[secIVFCentroids].CRC32C, h.Cells}}
+			if err := v.check(e.Offsets); err != nil {
+				return err
+			}
+			s.ivf = v
+		}
+		s.codes = &codeView{cd: codeDim(h.Dim), codes: sliceOf[int8](raw[secCodes]), scales: sliceOf[float32](raw[secScales]), offsets: e.Offsets}
+		if version == segVersion {
+			cb := &pqCodebook{dim: h.Dim, dsub: h.PQ.Dsub, m: h.PQ.Subspaces, centroids: sliceOf[float32](raw[secPQCodebook])}
+			s.pq = &pqView{cb: cb, codes: raw[secPQCodes], offsets: e.Offsets}
+		}
+		s.layout = floatLayout{s}
+		return nil
+	}
+}
+
+// compressedSections returns the sections of format version 3
+// (residual.go): the inverted file's centroids and the cells' lists, each
+// vector's cell, cosine and residual codes with their codebook, and the
+// coarse codes when the header has them.
+func compressedSections(h *segmentHeader, need func(string, ...int64)) error {
+	vectors, dim := int64(h.Vectors), int64(h.Dim)
+	if h.Cells <= 0 || h.Lists < 0 || int64(h.Lists) > int64(h.Vectors) {
+		return fmt.Errorf("header: compressed segment with %d cells and %d list entries for %d vectors (want cells > 0, entries at most the vectors)", h.Cells, h.Lists, h.Vectors)
+	}
+	if err := checkPQ(h, segVersionResidual); err != nil {
+		return err
+	}
+	blocks := int64(pqBlocks(h.Vectors))
+	need(secIVFCentroids, 4, int64(h.Cells), dim)
+	need(secIVFOffsets, 8, int64(h.Cells)+1)
+	need(secIVFItems, 4, int64(h.Lists))
+	need(secCells, 2, vectors)
+	need(secAlphas, vectors)
+	need(secResCodebook, 4, int64(h.PQ.Subspaces), pqCentroids, int64(h.PQ.Dsub))
+	need(secResCodes, blocks, 16, int64(h.PQ.Subspaces))
+	if h.PQ.Directions > 0 {
+		need(secResDirs, 4, int64(h.PQ.Directions), dim)
+		need(secResDirOf, 2, int64(h.PQ.Subspaces))
+	}
+	if c := h.Coarse; c != nil {
+		if !c.fits(h.Dim) {
+			return fmt.Errorf("header: coarse product quantiser of %d subspaces of %d elements does not fit dimension %d", c.Subspaces, c.Dsub, h.Dim)
+		}
+		need(secCoarseCodebook, 4, int64(c.Subspaces), pqCentroids, int64(c.Dsub))
+		need(secCoarseCodes, blocks, 16, int64(c.Subspaces))
+	}
+	return nil
+}
+
+// compressedViews builds the views of a segment of format version 3.
+func compressedViews(s *segment, raw map[string][]byte) error {
+	h, e := &s.header, s.emb
+	v := &resView{cells: h.Cells, centroids: sliceOf[float32](raw[secIVFCentroids]),
+		id:     quantizerID{h.Sections[secIVFCentroids].CRC32C, h.Cells},
+		cellOf: sliceOf[uint16](raw[secCells]), alphas: sliceOf[int8](raw[secAlphas]), listOff: sliceOf[int64](raw[secIVFOffsets]), listItems: sliceOf[int32](raw[secIVFItems]),
+		cb:    &pqCodebook{dim: h.Dim, dsub: h.PQ.Dsub, m: h.PQ.Subspaces, centroids: sliceOf[float32](raw[secResCodebook])},
+		cbID:  quantizerID{h.Sections[secResCodebook].CRC32C, h.PQ.Subspaces},
+		codes: raw[secResCodes], offsets: e.Offsets}
+	if k := h.PQ.Directions; k > 0 {
+		dirOf := sliceOf[uint16](raw[secResDirOf])
+		for s, j := range dirOf {
+			if int(j) >= k {
+				return fmt.Errorf("section %q: subspace %d codes direction %d of %d", secResDirOf, s, j, k)
+			}
+		}
+		v.cb.dir = newDirCoder(sliceOf[float32](raw[secResDirs]), h.Dim, dirOf)
+		v.cbID.crc ^= bits.RotateLeft32(h.Sections[secResDirs].CRC32C, 16)
+	}
+	if c := h.Coarse; c != nil {
+		cv := *v
+		cv.cb = &pqCodebook{dim: h.Dim, dsub: c.Dsub, m: c.Subspaces, centroids: sliceOf[float32](raw[secCoarseCodebook])}
+		cv.cbID = quantizerID{h.Sections[secCoarseCodebook].CRC32C, c.Subspaces}
+		cv.codes = raw[secCoarseCodes]
+		v.coarse = &cv
+	}
+	if err := v.check(h.Items); err != nil {
+		return err
+	}
+	s.res = v
+	s.layout = compressedLayout{s}
 	return nil
 }
 
@@ -612,7 +563,7 @@ func (s *segment) close() error {
 	if s.mapped {
 		err = mmap.Unmap(s.data)
 	}
-	s.data, s.emb, s.codes, s.global, s.ivf, s.pq, s.res = nil, nil, nil, nil, nil, nil, nil
+	s.data, s.emb, s.codes, s.global, s.ivf, s.pq, s.res, s.layout = nil, nil, nil, nil, nil, nil, nil, nil
 	return err
 }
 
@@ -748,4 +699,47 @@ func mulSize(factors ...int64) (int64, bool) {
 		p = lo
 	}
 	return int64(p), true
+}
+
+// decodeItem returns item i of a compressed segment decoded: its vectors
+// (centroids plus decoded residuals), positions and global vector (from
+// its int8 codes).
+func (s *segment) decodeItem(i int) *model.Embeddings {
+	v, d := s.res, s.header.Dim
+	x0, x1 := v.offsets[i], v.offsets[i+1]
+	e := &model.Embeddings{Dim: d, Offsets: []int{0, x1 - x0}, Pos: slices.Clone(s.emb.Pos[x0:x1]),
+		Vecs: make([]float32, (x1-x0)*d), Global: s.global.decode(i, d)}
+	for x := x0; x < x1; x++ {
+		v.decode(x, e.Vecs[(x-x0)*d:(x-x0+1)*d])
+	}
+	return e
+}
+
+// residentBytes returns the bytes of s that a search keeps in memory (the
+// sections Preload reads): for a compressed segment its offsets, cells,
+// lists, centroids and codebooks; otherwise every section but the float32
+// vectors.
+func (s *segment) residentBytes() int64 {
+	var n int64
+	for name, sec := range s.header.Sections {
+		if s.resident(name) {
+			n += sec.Size
+		}
+	}
+	return n
+}
+
+// resident reports whether Preload reads section name of s.
+func (s *segment) resident(name string) bool {
+	if name == secIVFCentroids && s.sharedCentroids {
+		return false
+	}
+	if s.res != nil {
+		switch name {
+		case secOffsets, secCells, secAlphas, secIVFOffsets, secIVFItems, secIVFCentroids, secResCodebook, secResDirs, secResDirOf, secCoarseCodebook, secCoarseCodes:
+			return true
+		}
+		return false
+	}
+	return name != secVectors && name != secGlobal
 }

@@ -65,6 +65,12 @@ type Attachment struct {
 	Meta    map[string]string
 }
 
+// SetFeatures sets what made the features of the images the index holds
+// (Manifest.Features; nil: nothing recorded), published by Commit with
+// the rest of the manifest. An append keeps the index's record unless it
+// is set.
+func (w *Writer) SetFeatures(raw json.RawMessage) { w.man.Features = raw }
+
 // Attach stores a in the index's copy of the model, when Commit writes
 // one (a new index, or a new model: an append keeps the file, and what is
 // attached to it).
@@ -402,6 +408,11 @@ func (w *Writer) Commit(ctx context.Context) error {
 	}
 	w.files = nil
 	w.collectGarbage()
+	// The manifest now says what made the features: the record an older
+	// xmr wrote beside it goes.
+	if err := os.Remove(filepath.Join(w.dir, legacyFeaturesFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		slog.Warn("index: clean-up", "file", legacyFeaturesFile, "err", err)
+	}
 	return nil
 }
 
@@ -572,4 +583,42 @@ func CheckAppend(ctx context.Context, dir string, l Layout) error {
 		return err
 	}
 	return checkAppendLayout(dir, l, stored)
+}
+
+// Layout says how a Writer stores the vectors of the segments it writes.
+type Layout int
+
+const (
+	// LayoutAuto stores a modality compressed when the index will hold
+	// more than AutoCompressItems of its items (as LayoutOptions says),
+	// with float32 vectors otherwise.
+	LayoutAuto Layout = iota
+	// LayoutFloat32 keeps the float32 vectors, their int8 and 4-bit
+	// product-quantised codes (segment format version 2): exact search
+	// and float32 re-ranking.
+	LayoutFloat32
+	// LayoutCompressed stores each vector as its cell and a residual in
+	// 4-bit codes (format version 3), nothing in float32.
+	LayoutCompressed
+)
+
+// AutoCompressItems is the size above which LayoutAuto compresses: the
+// size above which searches prune (AutoPruneItems). Below it every item
+// is scored and the best re-ranked in float32, so that search scores equal
+// xmr eval's matrix.
+const AutoCompressItems = AutoPruneItems
+
+// LayoutOptions tell a Writer how to store vectors (Writer.SetLayout).
+type LayoutOptions struct {
+	Layout Layout
+	// Images and Captions are how many items of each modality the build
+	// adds (0: unknown), which LayoutAuto adds to those of the index.
+	Images, Captions int
+	// Dsub sets the residual codes' size: a byte per 2 x Dsub elements,
+	// as product quantisation with subspaces of Dsub elements takes (0:
+	// resDsubFor, 2 up to 512 dimensions and 4 above).
+	Dsub int
+	// Coder is the residuals' coder (CoderAuto: the better on the first
+	// batch).
+	Coder ResidualCoder
 }

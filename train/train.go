@@ -67,9 +67,9 @@ type Options struct {
 	// a run is refused.
 	Overwrite bool
 	// Meta is stored in every checkpoint of the run, beside the run's own
-	// metadata: for example which extractor made the data's features
-	// (extract.MetaKey), which commands that later pair the model with
-	// features check.
+	// metadata and the record of what made the data's features, which
+	// the run reads from the data set (extract.MetaKey,
+	// extract.KindMetaKey).
 	Meta map[string]string
 	// Detector loads the detector whose upper part training.vision-cut
 	// fine-tunes; only such a run calls it.
@@ -365,6 +365,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	lastRecord := time.Now()
 	res := &Result{}
 
+	// Every checkpoint records what made the data's features.
+	fmeta, err := featureMeta(src.Path, cfg.Training.VisionCut)
+	if err != nil {
+		return nil, err
+	}
 	save := func(path string, withOptimizer bool) error {
 		st.Elapsed = elapsedBefore + time.Since(start).Seconds()
 		sb, err := json.Marshal(st)
@@ -373,6 +378,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		md := map[string]string{}
 		for k, v := range o.Meta {
+			md[k] = v
+		}
+		for k, v := range fmeta {
 			md[k] = v
 		}
 		md[metaState], md[metaConfig] = string(sb), cfg.Marshal()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/xmr-project/xmr/atomicfile"
+	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/index"
@@ -26,7 +28,18 @@ import (
 	"github.com/xmr-project/xmr/viz"
 )
 
-var demoFlags struct {
+// demoFlags holds xmr demo's flags as parsed, demoFlagSet the flag set
+// (which says which were given: --photos changes the defaults of the
+// others).
+var (
+	demoFlags   demoOptions
+	demoFlagSet *flag.FlagSet
+)
+
+// demoOptions are xmr demo's options. runDemo resolves them from the
+// flags once (--photos changes the defaults of others) and passes them to
+// the pipeline's stages.
+type demoOptions struct {
 	dir        string
 	n          int
 	timeBudget time.Duration
@@ -37,10 +50,6 @@ var demoFlags struct {
 	noServe    bool
 	addr       string
 	photos     string
-	// set holds the flags given on the command line (so that --photos
-	// can change the defaults of the others).
-	set map[string]bool
-	fs  *flag.FlagSet
 }
 
 // The demo's world and training schedule, chosen together with
@@ -102,7 +111,7 @@ index that the first one made.`,
 			fs.BoolVar(&demoFlags.noServe, "no-serve", false, "stop after the evaluation and the index; do not serve")
 			fs.StringVar(&demoFlags.addr, "addr", "127.0.0.1:8080", "address to serve the page on (host:port; port 0 picks a free one)")
 			fs.StringVar(&demoFlags.photos, "photos", "", "run on real photos instead: a `DIR` holding a Karpathy split file (dataset_flickr8k.json, ...) and its photos; the defaults become --dir xmr-photos --config "+photoConfig+fmt.Sprintf(" --max-iters %d", photoIters))
-			demoFlags.fs = fs
+			demoFlagSet = fs
 		},
 		run: runDemo,
 	})
@@ -127,135 +136,238 @@ func runDemo(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageErrorf("unexpected arguments %v", args)
 	}
-	demoFlags.set = givenFlags(demoFlags.fs)
-	if demoFlags.photos != "" {
-		for name, v := range map[string]*string{"dir": &demoFlags.dir, "config": &demoFlags.config} {
-			if !demoFlags.set[name] {
-				*v = map[string]string{"dir": "xmr-photos", "config": photoConfig}[name]
-			}
+	o := demoFlags
+	set := givenFlags(demoFlagSet)
+	if o.photos != "" {
+		if !set["dir"] {
+			o.dir = "xmr-photos"
 		}
-		if !demoFlags.set["max-iters"] {
-			demoFlags.maxIters = photoIters
+		if !set["config"] {
+			o.config = photoConfig
 		}
-		if demoFlags.set["n"] {
+		if !set["max-iters"] {
+			o.maxIters = photoIters
+		}
+		if set["n"] {
 			return usageErrorf("--n sizes the synthetic world; --photos brings its own photos")
 		}
 	}
-	f := demoFlags
 	switch {
-	case f.n < 200:
-		return usageErrorf("--n must be at least 200 (a test split of at least 40 images), is %d", f.n)
-	case f.maxIters < 0:
-		return usageErrorf("--max-iters must be positive (or 0 with --time-budget), is %d", f.maxIters)
-	case f.timeBudget < 0:
-		return usageErrorf("--time-budget must be positive or 0 (no limit), is %v", f.timeBudget)
-	case f.timeBudget == 0 && f.maxIters == 0:
+	case o.n < 200:
+		return usageErrorf("--n must be at least 200 (a test split of at least 40 images), is %d", o.n)
+	case o.maxIters < 0:
+		return usageErrorf("--max-iters must be positive (or 0 with --time-budget), is %d", o.maxIters)
+	case o.timeBudget < 0:
+		return usageErrorf("--time-budget must be positive or 0 (no limit), is %v", o.timeBudget)
+	case o.timeBudget == 0 && o.maxIters == 0:
 		return usageErrorf("--max-iters 0 trains until --time-budget, which is 0: give one of them")
 	}
-	if f.photos != "" {
-		if err := checkOutputs([]outpath.Input{{Flag: "--config", Path: f.config}, {Flag: "--photos", Path: f.photos}},
-			[]outpath.Output{{Flag: "--dir", Path: f.dir, Kind: outpath.Dir, Writes: photoDemoWrites}}); err != nil {
-			return err
-		}
-		return runPhotoDemo(ctx)
+	var src demoSource = &worldDemo{dir: filepath.Join(o.dir, "world"), n: o.n, fresh: o.fresh}
+	inputs := []outpath.Input{{Flag: "--config", Path: o.config}}
+	writes := demoWrites
+	if o.photos != "" {
+		src = &photoDemo{photos: o.photos, dir: o.dir, feats: filepath.Join(o.dir, "features"), fresh: o.fresh}
+		inputs = append(inputs, outpath.Input{Flag: "--photos", Path: o.photos})
+		writes = photoDemoWrites
 	}
-	if err := checkOutputs([]outpath.Input{{Flag: "--config", Path: f.config}},
-		[]outpath.Output{{Flag: "--dir", Path: f.dir, Kind: outpath.Dir, Writes: demoWrites}}); err != nil {
+	if err := checkOutputs(inputs, []outpath.Output{{Flag: "--dir", Path: o.dir, Kind: outpath.Dir, Writes: writes}}); err != nil {
 		return err
 	}
+	return demo(ctx, o, src)
+}
+
+// demoSource is the first stage of the demo: the data it trains on,
+// evaluates, draws, indexes and serves. The stages after it are the same
+// for every source (demo): a synthetic world (worldDemo) or photos with
+// their captions (photoDemo).
+type demoSource interface {
+	// prepare makes the data, or finds it made (step 1), for a training
+	// with cfg; made says it was made anew, so that a model trained
+	// before is trained again.
+	prepare(ctx context.Context, cfg train.Config) (made bool, err error)
+	// trainOptions returns the options of a training on the data (its
+	// Data, ValImages and Detector; the demo sets the rest).
+	trainOptions() train.Options
+	// evaluated names the split that the demo evaluates and indexes
+	// (step 3's heading).
+	evaluated() string
+	// heldOut loads that split, as the model of checkpoint cf reads it,
+	// with the options of its evaluation; release releases what it
+	// loaded.
+	heldOut(ctx context.Context, cf *checkpoint.File) (*data.Split, eval.ModelOptions, error)
+	release() error
+	// chance returns the line printed under the evaluation's table.
+	chance(split *data.Split, res *eval.ModelResult) string
+	// draw draws alignments and retrieval results into dir (step 4).
+	draw(dir string, split *data.Split, res *eval.ModelResult) error
+	// index writes the held-out split's index into dir from the
+	// evaluation's embeddings (step 5), with what the model of cf needs
+	// to read a new image.
+	index(ctx context.Context, dir string, m model.Model, cf *checkpoint.File, split *data.Split, res *eval.ModelResult, rebuild bool) error
+	// next returns the commands the demo suggests afterwards, and the
+	// folder of images the page shows.
+	next(best, indexDir string, split *data.Split) (commands [][]string, images string)
+}
+
+// demo runs the demo's pipeline on src, as o says: the data (step 1),
+// training or the model trained before (2), evaluation (3), drawings (4),
+// the index (5) and the page (6).
+func demo(ctx context.Context, o demoOptions, src demoSource) error {
 	start := time.Now()
-	world := filepath.Join(f.dir, "world")
-	run := filepath.Join(f.dir, "run")
-	indexDir := filepath.Join(f.dir, "index")
-	manifest, madeWorld, err := demoWorld(ctx, world, f.n, f.fresh)
+	cfg, err := train.LoadConfig(o.config)
 	if err != nil {
 		return err
 	}
+	made, err := src.prepare(ctx, cfg)
+	if err != nil {
+		return err
+	}
+
+	run := filepath.Join(o.dir, "run")
 	best := filepath.Join(run, "best-rsum.safetensors")
-	cfg, err := train.LoadConfig(f.config)
-	if err != nil {
-		return err
-	}
-	marker := filepath.Join(f.dir, demoConfigFile)
-	trained := demoMarker(cfg, f.maxIters, f.timeBudget) // before train.Run, which may fill in what the data says
+	marker := filepath.Join(o.dir, demoConfigFile)
+	trained := demoMarker(cfg, o.maxIters, o.timeBudget) // before train.Run, which may fill in what the data says
 	reuse, why := demoReuse(best, marker, cfg, trained)
-	if !reuse || f.retrain || f.fresh || madeWorld {
+	if !reuse || o.retrain || o.fresh || made {
 		// The marker names the model in run only once its training ends.
 		if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		step(2, "training %s (%s) %s in %s", f.config, cfg.Model.Name, demoSchedule(f.maxIters, f.timeBudget, f.config), run)
-		if why != "" && !f.retrain && !f.fresh && !madeWorld {
+		step(2, "training %s (%s) %s in %s", o.config, cfg.Model.Name, demoSchedule(o.maxIters, o.timeBudget, o.config), run)
+		if why != "" && !o.retrain && !o.fresh && !made {
 			fmt.Fprintf(stdout, "    %s\n", why)
 		}
-		if err := demoTrain(ctx, train.Options{Config: cfg, Data: data.Source{Path: world}, Out: run, TimeBudget: f.timeBudget, MaxIters: f.maxIters, ValImages: 200, Overwrite: true}, marker, trained); err != nil {
+		opts := src.trainOptions()
+		opts.Config, opts.Out, opts.TimeBudget, opts.MaxIters, opts.Overwrite = cfg, run, o.timeBudget, o.maxIters, true
+		if err := demoTrain(ctx, opts, marker, trained); err != nil {
 			return err
 		}
 	} else {
 		step(2, "using the model in %s (--retrain to train again)", run)
 	}
 
-	step(3, "evaluating on the test split")
 	m, cf, err := model.Load(best)
 	if err != nil {
 		return err
 	}
-	cf.Close()
-	split, err := data.LoadPrecomp(ctx, world, "test", nil)
+	defer cf.Close()
+	step(3, "evaluating on %s", src.evaluated())
+	split, mo, err := src.heldOut(ctx, cf)
+	defer src.release()
 	if err != nil {
 		return err
 	}
-	defer split.Close()
-	grounding, err := data.LoadGrounding(world, "test")
-	if err != nil {
+	if mo.Relevances, err = eval.RelevanceMatrices(ctx, split.Captions, split.CapsPerImage); err != nil {
 		return err
 	}
-	rel, err := eval.RelevanceMatrices(ctx, split.Captions, split.CapsPerImage)
-	if err != nil {
-		return err
-	}
-	res, err := eval.EvaluateModels(ctx, []model.Model{m}, split, eval.ModelOptions{Options: eval.Options{Relevances: rel}, Grounding: grounding})
+	res, err := eval.EvaluateModels(ctx, []model.Model{m}, split, mo)
 	if err != nil {
 		return err
 	}
 	if err := res.Report.WriteTable(stdout); err != nil {
 		return err
 	}
-	if res.Report.Alignment != nil {
-		regions, _ := split.Images.Dims()
-		fmt.Fprintf(stdout, "(alignment chance: about %.0f%%)\n", 100/float64(max(regions, 1)))
+	if line := src.chance(split, res); line != "" {
+		fmt.Fprintln(stdout, line)
 	}
 
-	step(4, "drawing alignments and retrieval results in %s", f.dir)
-	if err := demoDraw(f.dir, world, split, res, grounding); err != nil {
+	if err := src.draw(o.dir, split, res); err != nil {
 		return err
 	}
-
-	images := filepath.Join(world, "images", split.Name)
-	if !isDir(images) {
-		images = ""
-	}
-	if err := demoIndex(ctx, indexDir, m, split, images, res, f.fresh || f.retrain); err != nil {
+	indexDir := filepath.Join(o.dir, "index")
+	if err := src.index(ctx, indexDir, m, cf, split, res, o.fresh || o.retrain); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "    ready in %s\n", time.Since(start).Round(time.Second))
 
-	fmt.Fprintf(stdout, "\nNext, on the same world:\n")
-	for _, args := range demoNext(best, world, manifest) {
+	commands, images := src.next(best, indexDir, split)
+	for _, args := range commands {
 		fmt.Fprintf(stdout, "  %s\n", commandLine(args))
 	}
-	fmt.Fprintf(stdout, "  %s\n", commandLine([]string{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"}))
-	serveArgs := []string{"xmr", "serve", "--index", indexDir}
-	if images != "" {
-		serveArgs = append(serveArgs, "--images", images)
-	}
-	fmt.Fprintf(stdout, "  %s\n", commandLine(serveArgs))
-	if f.noServe {
+	if o.noServe {
 		return nil
 	}
 	fmt.Fprintln(stdout)
 	step(6, "serving the index")
-	return serveIndex(ctx, indexDir, images, f.addr, firstCaption(split), nil, "")
+	return serveIndex(ctx, indexDir, images, o.addr, firstCaption(split), nil, "")
+}
+
+// worldDemo is the demo's synthetic world (the default source): made in
+// dir with n images, its test split held out, its PNGs drawn and shown.
+type worldDemo struct {
+	dir      string
+	n        int
+	fresh    bool
+	manifest *synth.Manifest
+	// test is the test split (heldOut), grounding its ground truth,
+	// which the evaluation scores the alignments against and the drawings
+	// mark.
+	test      *data.Split
+	grounding []data.Grounding
+}
+
+func (w *worldDemo) prepare(ctx context.Context, _ train.Config) (bool, error) {
+	m, made, err := demoWorld(ctx, w.dir, w.n, w.fresh)
+	w.manifest = m
+	return made, err
+}
+
+func (w *worldDemo) trainOptions() train.Options {
+	return train.Options{Data: data.Source{Path: w.dir}, ValImages: 200}
+}
+
+func (w *worldDemo) evaluated() string { return "the test split" }
+
+func (w *worldDemo) heldOut(ctx context.Context, _ *checkpoint.File) (*data.Split, eval.ModelOptions, error) {
+	var err error
+	if w.test, err = data.LoadPrecomp(ctx, w.dir, "test", nil); err != nil {
+		return nil, eval.ModelOptions{}, err
+	}
+	if w.grounding, err = data.LoadGrounding(w.dir, "test"); err != nil {
+		return nil, eval.ModelOptions{}, err
+	}
+	return w.test, eval.ModelOptions{Grounding: w.grounding}, nil
+}
+
+func (w *worldDemo) release() error { return w.test.Close() }
+
+func (w *worldDemo) chance(split *data.Split, res *eval.ModelResult) string {
+	if res.Report.Alignment == nil {
+		return ""
+	}
+	regions, _ := split.Images.Dims()
+	return fmt.Sprintf("(alignment chance: about %.0f%%)", 100/float64(max(regions, 1)))
+}
+
+func (w *worldDemo) draw(dir string, split *data.Split, res *eval.ModelResult) error {
+	step(4, "drawing alignments and retrieval results in %s", dir)
+	load := func(i int) (image.Image, error) { return loadImage(w.dir, split, i) }
+	return drawExamples(dir, split, res, w.grounding, load, 4, 2, "no PNG images to draw")
+}
+
+// images returns the folder of the test split's PNGs, or "" when the
+// world has none.
+func (w *worldDemo) images(split *data.Split) string {
+	if images := filepath.Join(w.dir, "images", split.Name); isDir(images) {
+		return images
+	}
+	return ""
+}
+
+func (w *worldDemo) index(ctx context.Context, dir string, m model.Model, _ *checkpoint.File, split *data.Split, res *eval.ModelResult, rebuild bool) error {
+	return writeDemoIndex(ctx, dir, m, split, collection(split, w.images(split)), res, rebuild, nil, nil)
+}
+
+func (w *worldDemo) next(best, indexDir string, split *data.Split) ([][]string, string) {
+	fmt.Fprintf(stdout, "\nNext, on the same world:\n")
+	images := w.images(split)
+	out := demoNext(best, w.dir, w.manifest)
+	out = append(out, []string{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"})
+	serve := []string{"xmr", "serve", "--index", indexDir}
+	if images != "" {
+		serve = append(serve, "--images", images)
+	}
+	return append(out, serve), images
 }
 
 // demoWorld returns the demo's world in dir, generating it (madeWorld)
@@ -313,13 +425,6 @@ func demoTrain(ctx context.Context, opts train.Options, marker, trained string) 
 	return atomicfile.WriteBytes(marker, []byte(trained))
 }
 
-// demoDraw draws the alignments of a few test captions with their images
-// and their top images.
-func demoDraw(dir, world string, split *data.Split, res *eval.ModelResult, grounding []data.Grounding) error {
-	load := func(i int) (image.Image, error) { return loadImage(world, split, i) }
-	return drawExamples(dir, split, res, grounding, load, 4, 2, "no PNG images to draw")
-}
-
 // drawExamples draws, for a few captions of split, each word's best region
 // on the caption's image (alignment-K.png, skipped for models without
 // region and word vectors, such as SEAM) and the caption's top 5 images
@@ -327,6 +432,21 @@ func demoDraw(dir, world string, split *data.Split, res *eval.ModelResult, groun
 // overlayScale and gridScale. When an image cannot be read it says so
 // after noImages and draws nothing more.
 func drawExamples(dir string, split *data.Split, res *eval.ModelResult, grounding []data.Grounding, load func(int) (image.Image, error), overlayScale, gridScale int, noImages string) error {
+	// Each image is decoded once: a caption's own image is most often
+	// among its top 5 too.
+	loaded := map[int]image.Image{}
+	load = func(read func(int) (image.Image, error)) func(int) (image.Image, error) {
+		return func(i int) (image.Image, error) {
+			if img, ok := loaded[i]; ok {
+				return img, nil
+			}
+			img, err := read(i)
+			if err == nil {
+				loaded[i] = img
+			}
+			return img, err
+		}
+	}(load)
 	var files []string
 	for k, c := range []int{0, 7, 13} {
 		if c >= split.NumCaptions() {
@@ -374,18 +494,12 @@ func drawExamples(dir string, split *data.Split, res *eval.ModelResult, groundin
 	return nil
 }
 
-// demoIndex writes the index of the test split in dir from the
-// evaluation's embeddings of it (res), unless the index there was built by
-// m already (and rebuild is not set).
-func demoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, images string, res *eval.ModelResult, rebuild bool) error {
-	return writeDemoIndex(ctx, dir, m, nil, split, collection(split, images), res, rebuild)
-}
-
 // writeDemoIndex writes the index of split (as the collection c) in dir
 // from the evaluation's embeddings of it (res), unless the index there was
 // built by m already (and rebuild is not set); att is stored with the
-// index's copy of m (Writer.Attach).
-func writeDemoIndex(ctx context.Context, dir string, m model.Model, att *index.Attachment, split *data.Split, c index.Collection, res *eval.ModelResult, rebuild bool) error {
+// index's copy of m (Writer.Attach) and features in its manifest
+// (Writer.SetFeatures).
+func writeDemoIndex(ctx context.Context, dir string, m model.Model, split *data.Split, c index.Collection, res *eval.ModelResult, rebuild bool, att *index.Attachment, features json.RawMessage) error {
 	if ix, err := index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
 		same := ix.Manifest().Model.Fingerprint == model.Fingerprint(m)
 		ni, nc := ix.Len()
@@ -402,6 +516,7 @@ func writeDemoIndex(ctx context.Context, dir string, m model.Model, att *index.A
 	}
 	defer w.Abort()
 	w.Attach(att)
+	w.SetFeatures(features)
 	if err := w.AddImages(ctx, res.Images, c.ImageRows); err != nil {
 		return err
 	}

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/extract"
-	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/train"
 )
@@ -96,16 +96,29 @@ func heldOut(splits []extract.SplitSpec) string {
 	return data.SplitDev
 }
 
-func runPhotoDemo(ctx context.Context) error {
-	f := demoFlags
-	start := time.Now()
-	karpathy, root, err := photoSet(f.photos)
+// photoDemo is the demo's source of real photos (xmr demo --photos): a
+// Karpathy split file and its photos in photos, their regions extracted
+// into feats, the test split (else val) held out, the photos drawn on and
+// shown.
+type photoDemo struct {
+	photos, dir, feats string
+	fresh              bool
+	// Found by prepare: the split file, the photos' root, the splits
+	// (train mirrored too) and the one held out.
+	karpathy, root string
+	splits         []extract.SplitSpec
+	held           string
+	loaded         *data.Split // the held-out split as heldOut loaded it
+}
+
+func (p *photoDemo) prepare(ctx context.Context, cfg train.Config) (bool, error) {
+	karpathy, root, err := photoSet(p.photos)
 	if err != nil {
-		return err
+		return false, err
 	}
 	splits, err := extract.KarpathySplits(karpathy, root, nil, data.IDFilename)
 	if err != nil {
-		return err
+		return false, err
 	}
 	names := make([]string, len(splits))
 	for i, s := range splits {
@@ -117,103 +130,102 @@ func runPhotoDemo(ctx context.Context) error {
 		}
 	}
 	if !slices.Contains(names, data.SplitTrain) || !slices.Contains(names, data.SplitDev) {
-		return fmt.Errorf("%s has splits %s: the photo demo trains on train and validates on val", karpathy, strings.Join(names, ", "))
+		return false, fmt.Errorf("%s has splits %s: the photo demo trains on train and validates on val", karpathy, strings.Join(names, ", "))
 	}
-	feats := filepath.Join(f.dir, "features")
-	run := filepath.Join(f.dir, "run")
-	indexDir := filepath.Join(f.dir, "index")
-	held := heldOut(splits)
+	p.karpathy, p.root, p.splits, p.held = karpathy, root, splits, heldOut(splits)
 
-	cfg, err := train.LoadConfig(f.config)
-	if err != nil {
-		return err
-	}
-
-	// 1. The photos' regions, extracted once (resumable), with the
+	// The photos' regions, extracted once (resumable), with the
 	// detector's activations at the cut the recipe fine-tunes it from.
 	ext := extractorFlags{maxBoxes: 36, minScore: extract.DefaultMinScore, maxPixels: extract.DefaultMaxPixels, taps: cfg.Training.VisionCut}
 	e, err := ext.extractor(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if photoFeaturesDone(feats, e.Identity(), ext.taps, splits) && !f.fresh {
-		step(1, "using the features in %s (--fresh to extract again)", feats)
-	} else {
-		n := 0
-		for _, s := range splits {
-			n += len(s.Items)
-		}
-		if f.fresh {
-			if err := os.RemoveAll(feats); err != nil {
-				return err
-			}
-		}
-		step(1, "extracting the regions of %d photos (%s; the train photos mirrored too) with %s into %s; Ctrl-C keeps the finished chunks, the same command goes on",
-			n, strings.Join(names, ", "), e.Identity().Name, feats)
-		began := time.Now()
-		// One worker per CPU, or fewer where memory holds fewer (a
-		// default is lowered, never refused).
-		workers, _ := fitExtractWorkers(runtime.NumCPU(), runtime.NumCPU(), extract.DefaultMaxPixels)
-		rep, err := extract.Build(ctx, e, feats, splits, extract.BuildOptions{Workers: workers, Progress: true})
-		if err != nil {
-			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-				return &interruptedError{err: err, msg: "interrupted; the finished chunks are kept: run the same command again to go on"}
-			}
-			return err
-		}
-		fmt.Fprintf(stdout, "    %d photos in %s", rep.Extracted, time.Since(began).Round(time.Second))
-		if rep.Reused > 0 {
-			fmt.Fprintf(stdout, " (%d done before)", rep.Reused)
-		}
-		fmt.Fprintln(stdout)
-		for _, sk := range rep.Skipped {
-			fmt.Fprintf(stdout, "    left out %s: %s\n", sk.Path, sk.Err)
+	if photoFeaturesDone(p.feats, e.Identity(), ext.taps, splits) && !p.fresh {
+		step(1, "using the features in %s (--fresh to extract again)", p.feats)
+		return false, nil
+	}
+	n := 0
+	for _, s := range splits {
+		n += len(s.Items)
+	}
+	if p.fresh {
+		if err := os.RemoveAll(p.feats); err != nil {
+			return false, err
 		}
 	}
-
-	// 2. The photo recipe.
-	best := filepath.Join(run, "best-rsum.safetensors")
-	marker := filepath.Join(f.dir, demoConfigFile)
-	trained := demoMarker(cfg, f.maxIters, f.timeBudget)
-	reuse, why := demoReuse(best, marker, cfg, trained)
-	if !reuse || f.retrain || f.fresh {
-		if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		step(2, "training %s (%s) %s in %s", f.config, cfg.Model.Name, demoSchedule(f.maxIters, f.timeBudget, f.config), run)
-		if why != "" && !f.retrain && !f.fresh {
-			fmt.Fprintf(stdout, "    %s\n", why)
-		}
-		opts := train.Options{Config: cfg, Data: data.Source{Path: feats}, Out: run, TimeBudget: f.timeBudget,
-			MaxIters: f.maxIters, ValImages: photoValImages, Overwrite: true, Meta: featureMeta(feats, cfg.Training.VisionCut),
-			Detector: func(ctx context.Context) (*detect.Detector, error) { return network(ctx, "") }}
-		if err := demoTrain(ctx, opts, marker, trained); err != nil {
-			return err
-		}
-	} else {
-		step(2, "using the model in %s (--retrain to train again)", run)
-	}
-
-	// 3. The held-out photos.
-	what := "the test split"
-	if held == data.SplitDev {
-		what = "the val split (the split file has no test split; val also picked the checkpoint)"
-	}
-	step(3, "evaluating on %s", what)
-	m, cf, err := model.Load(best)
+	step(1, "extracting the regions of %d photos (%s; the train photos mirrored too) with %s into %s; Ctrl-C keeps the finished chunks, the same command goes on",
+		n, strings.Join(names, ", "), e.Identity().Name, p.feats)
+	began := time.Now()
+	// One worker per CPU, or fewer where memory holds fewer (a default is
+	// lowered, never refused).
+	workers, _ := fitExtractWorkers(runtime.NumCPU(), runtime.NumCPU(), extract.DefaultMaxPixels)
+	rep, err := extract.Build(ctx, e, p.feats, splits, extract.BuildOptions{Workers: workers, Progress: true})
 	if err != nil {
-		return err
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return false, &interruptedError{err: err, msg: "interrupted; the finished chunks are kept: run the same command again to go on"}
+		}
+		return false, err
 	}
-	defer cf.Close()
-	split, err := data.LoadPrecomp(ctx, feats, held, nil)
-	if err != nil {
-		return err
+	fmt.Fprintf(stdout, "    %d photos in %s", rep.Extracted, time.Since(began).Round(time.Second))
+	if rep.Reused > 0 {
+		fmt.Fprintf(stdout, " (%d done before)", rep.Reused)
 	}
-	defer split.Close()
-	// A recipe that fine-tuned the detector reads features of its own.
-	if split, err = tunedSplit(ctx, cf, "", feats, split); err != nil {
-		return err
+	fmt.Fprintln(stdout)
+	for _, sk := range rep.Skipped {
+		fmt.Fprintf(stdout, "    left out %s: %s\n", sk.Path, sk.Err)
 	}
+	// A model trained on the features before is not trained again (the
+	// extraction of the same photos gives the same features).
+	return false, nil
+}
+
+// trainOptions trains on the features, the detector given to the
+// recipe, which fine-tunes its upper part.
+func (p *photoDemo) trainOptions() train.Options {
+	return train.Options{Data: data.Source{Path: p.feats}, ValImages: photoValImages,
+		Detector: func(ctx context.Context) (*detect.Detector, error) { return network(ctx, "") }}
+}
+
+func (p *photoDemo) evaluated() string {
+	if p.held == data.SplitDev {
+		return "the val split (the split file has no test split; val also picked the checkpoint)"
+	}
+	return "the test split"
+}
+
+func (p *photoDemo) heldOut(ctx context.Context, cf *checkpoint.File) (*data.Split, eval.ModelOptions, error) {
+	var err error
+	if p.loaded, err = data.LoadPrecomp(ctx, p.feats, p.held, nil); err != nil {
+		return nil, eval.ModelOptions{}, err
+	}
+	// A recipe that fine-tuned the detector reads features of its own (a
+	// copy of the split; the features loaded stay open until release).
+	tuned, err := tunedSplit(ctx, cf, "", p.feats, p.loaded)
+	return tuned, eval.ModelOptions{}, err
+}
+
+func (p *photoDemo) release() error { return p.loaded.Close() }
+
+func (p *photoDemo) chance(split *data.Split, _ *eval.ModelResult) string {
+	return photoChance(split.NumImages())
+}
+
+// draw draws the alignment of a few held-out captions on their photos
+// and each one's best photos.
+func (p *photoDemo) draw(dir string, split *data.Split, res *eval.ModelResult) error {
+	step(4, "drawing alignments and retrieval results on the photos in %s", dir)
+	paths := photoPaths(p.splits, p.held)
+	load := func(i int) (image.Image, error) { return extract.LoadUpright(paths[split.ID(i)], extract.Limits{}) }
+	return drawExamples(dir, split, res, nil, load, 2, 1, "cannot draw on the photos")
+}
+
+// index indexes the held-out photos from the evaluation's embeddings,
+// with the part of the detector the model fine-tuned (in the index's copy
+// of the model) and the record of its features' extractor (in the
+// manifest): search --image-file and the page's uploads extract a new
+// photo the same way.
+func (p *photoDemo) index(ctx context.Context, dir string, m model.Model, cf *checkpoint.File, split *data.Split, res *eval.ModelResult, rebuild bool) error {
 	att, err := attachment(cf)
 	if err != nil {
 		return err
@@ -222,40 +234,30 @@ func runPhotoDemo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rel, err := eval.RelevanceMatrices(ctx, split.Captions, split.CapsPerImage)
+	rec, err := extract.ReadRecord(p.feats)
+	if err != nil || rec == nil || mid == nil {
+		return fmt.Errorf("the features in %s, or the model, record no extractor: %v", p.feats, err)
+	}
+	features, err := indexFeatures(mid, rec)
 	if err != nil {
 		return err
 	}
-	res, err := eval.EvaluateModels(ctx, []model.Model{m}, split, eval.ModelOptions{Options: eval.Options{Relevances: rel}})
-	if err != nil {
-		return err
+	paths := photoPaths(p.splits, p.held)
+	c := collection(split, "")
+	for i := range c.ImageRows {
+		c.ImageRows[i].Path = paths[c.ImageRows[i].ID]
 	}
-	if err := res.Report.WriteTable(stdout); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, photoChance(split.NumImages()))
+	return writeDemoIndex(ctx, dir, m, split, c, res, rebuild, att, features)
+}
 
-	paths := photoPaths(splits, held)
-	step(4, "drawing alignments and retrieval results on the photos in %s", f.dir)
-	if err := photoDraw(f.dir, split, res, paths); err != nil {
-		return err
-	}
-	if err := photoIndex(ctx, indexDir, feats, m, att, mid, split, paths, res, f.fresh || f.retrain); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "    ready in %s\n", time.Since(start).Round(time.Second))
-
+func (p *photoDemo) next(best, indexDir string, split *data.Split) ([][]string, string) {
 	fmt.Fprintf(stdout, "\nNext, on these photos:\n")
-	fmt.Fprintf(stdout, "  %s\n", commandLine([]string{"xmr", "eval", "--checkpoint", best, "--data", feats, "--split", held}))
-	fmt.Fprintf(stdout, "  %s\n", commandLine([]string{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"}))
-	fmt.Fprintf(stdout, "  %s\n", commandLine([]string{"xmr", "index", "--checkpoint", best, "--images", "YOUR-PHOTOS", "--out", "my-photos.idx"}))
-	fmt.Fprintf(stdout, "  %s\n", commandLine([]string{"xmr", "serve", "--index", indexDir, "--images", root}))
-	if f.noServe {
-		return nil
-	}
-	fmt.Fprintln(stdout)
-	step(6, "serving the index")
-	return serveIndex(ctx, indexDir, root, f.addr, firstCaption(split), nil, "")
+	return [][]string{
+		{"xmr", "eval", "--checkpoint", best, "--data", p.feats, "--split", p.held},
+		{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"},
+		{"xmr", "index", "--checkpoint", best, "--images", "YOUR-PHOTOS", "--out", "my-photos.idx"},
+		{"xmr", "serve", "--index", indexDir, "--images", p.root},
+	}, p.root
 }
 
 // photoFeaturesDone reports whether feats holds every split of splits,
@@ -279,23 +281,6 @@ func photoFeaturesDone(feats string, id extract.Identity, taps string, splits []
 	return true
 }
 
-// featureMeta is the checkpoint metadata that records the extractor of the
-// features in dir (as xmr train records it), for a run that fine-tunes
-// the detector from cut visionCut ("": none).
-func featureMeta(dir, visionCut string) map[string]string {
-	rec, err := extract.ReadRecord(dir)
-	if err != nil || rec == nil {
-		return nil
-	}
-	id := rec.Extractor
-	id.Tuned = visionCut
-	md := map[string]string{extract.MetaKey: id.Marshal()}
-	if rec.Kind != "" {
-		md[extract.KindMetaKey] = rec.Kind
-	}
-	return md
-}
-
 // photoPaths maps the ids of split name to their photo files.
 func photoPaths(splits []extract.SplitSpec, name string) map[string]string {
 	out := map[string]string{}
@@ -312,44 +297,6 @@ func photoPaths(splits []extract.SplitSpec, name string) map[string]string {
 		}
 	}
 	return out
-}
-
-// loadPhoto reads a photo upright, as the detector saw it.
-func loadPhoto(path string) (image.Image, error) {
-	b, err := extract.ReadFile(path, extract.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	_, img, err := extract.DecodeUpright(b, path, extract.Limits{})
-	return img, err
-}
-
-// photoDraw draws the alignment of a few held-out captions on their photos
-// and each one's best photos.
-func photoDraw(dir string, split *data.Split, res *eval.ModelResult, paths map[string]string) error {
-	load := func(i int) (image.Image, error) { return loadPhoto(paths[split.ID(i)]) }
-	return drawExamples(dir, split, res, nil, load, 2, 1, "cannot draw on the photos")
-}
-
-// photoIndex indexes the held-out photos (their files from paths) in dir
-// from the evaluation's embeddings, unless the index there was built by m
-// already; att goes with the index's copy of m, and id is the extractor
-// of m's features (its checkpoint's record).
-func photoIndex(ctx context.Context, dir, feats string, m model.Model, att *index.Attachment, id *extract.Identity, split *data.Split, paths map[string]string, res *eval.ModelResult, rebuild bool) error {
-	c := collection(split, "")
-	for i := range c.ImageRows {
-		c.ImageRows[i].Path = paths[c.ImageRows[i].ID]
-	}
-	if err := writeDemoIndex(ctx, dir, m, att, split, c, res, rebuild); err != nil {
-		return err
-	}
-	// The extractor of the features, as xmr index records it: search
-	// --image-file and the page's uploads extract a new photo the same way.
-	rec, err := extract.ReadRecord(feats)
-	if err != nil || rec == nil || id == nil {
-		return fmt.Errorf("the features in %s, or the model, record no extractor: %v", feats, err)
-	}
-	return indexFeaturesAfter(dir, id, rec)
 }
 
 // photoChance is the chance line under the photo demo's table: the recall

@@ -172,7 +172,7 @@ func TestExtractTrainEval(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "indexed 2 photos") || !strings.Contains(stdout, "skipped "+filepath.Join(photos, "broken.jpg")) {
 		t.Fatalf("index --images: exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
-	if r, err := extract.ReadRecord(idx); err != nil || r == nil || r.Extractor.Width != 16 || r.FeatureKind != "regions" {
+	if r, err := indexRecord(idx); err != nil || r == nil || r.Extractor.Width != 16 || r.FeatureKind != "regions" {
 		t.Errorf("the index records %+v, %v", r, err)
 	}
 	_, stderr, code = run(t, "index", "--checkpoint", runWorld, "--images", photos, "--out", filepath.Join(dir, "w.idx"))
@@ -250,7 +250,7 @@ func TestExtractTrainEval(t *testing.T) {
 		t.Errorf("upload of a PNG claiming 100000x100000: %v", err)
 	}
 	if uq, err := uploadQuery(context.Background(), filepath.Join(dir, "x.idx"), nil, false, "", 1<<20); uq != nil || err != nil {
-		t.Errorf("uploadQuery of an index without features.json: %v", err)
+		t.Errorf("uploadQuery of a directory without an index: %v", err)
 	}
 
 	worldIdx := filepath.Join(dir, "world.idx")

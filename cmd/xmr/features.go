@@ -81,49 +81,41 @@ func checkDataKind(f *checkpoint.File, modelName, dataPath string) error {
 	return extract.CheckKind(f.Metadata()[extract.KindMetaKey], modelName, kind, "--data "+dataPath)
 }
 
-// trainMeta returns the checkpoint metadata that records the data's
-// extractor for a training run on dataPath, and on a resumed run checks
-// that the run's checkpoint records the same. A run that fine-tunes the
-// detector from a cut (visionCut, or what the resumed run records) reads
-// the data's features with that cut's maps made by its own part.
-func trainMeta(dataPath, runDir string, resume bool, visionCut string) (map[string]string, error) {
+// checkResumedFeatures refuses to resume the run in runDir on the data at
+// dataPath when the run's last checkpoint records features of another
+// extractor or kind than the data's. A run that fine-tunes the detector
+// from a cut (visionCut, or what the run records) reads the data's
+// features with that cut's maps made by its own part. (Each checkpoint
+// records the data's extractor itself: train.Run reads it from the data
+// set.)
+func checkResumedFeatures(dataPath, runDir, visionCut string) error {
+	last := filepath.Join(runDir, "last.safetensors")
+	if !fileExists(last) {
+		return nil
+	}
 	did, err := dataIdentity(dataPath)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if did != nil && visionCut != "" {
 		did.Tuned = visionCut
 	}
-	if resume {
-		if last := filepath.Join(runDir, "last.safetensors"); fileExists(last) {
-			f, err := checkpoint.Open(last)
-			if err != nil {
-				return nil, err
-			}
-			mid, err := checkpointIdentity(f)
-			if err == nil && mid != nil && did != nil && did.Tuned == "" {
-				did.Tuned = mid.Tuned
-			}
-			if err == nil {
-				err = extract.Check(mid, "the run in "+runDir, did, "--data "+dataPath)
-			}
-			if err == nil {
-				err = checkDataKind(f, "the run in "+runDir, dataPath)
-			}
-			f.Close()
-			if err != nil {
-				return nil, err
-			}
-		}
+	f, err := checkpoint.Open(last)
+	if err != nil {
+		return err
 	}
-	if did == nil {
-		return nil, nil
+	defer f.Close()
+	mid, err := checkpointIdentity(f)
+	if err != nil {
+		return err
 	}
-	md := map[string]string{extract.MetaKey: did.Marshal()}
-	if rec, err := extract.ReadRecord(dataPath); err == nil && rec != nil && rec.Kind != "" {
-		md[extract.KindMetaKey] = rec.Kind
+	if mid != nil && did != nil && did.Tuned == "" {
+		did.Tuned = mid.Tuned
 	}
-	return md, nil
+	if err := extract.Check(mid, "the run in "+runDir, did, "--data "+dataPath); err != nil {
+		return err
+	}
+	return checkDataKind(f, "the run in "+runDir, dataPath)
 }
 
 // imageModel loads the model of a checkpoint that is to read features made

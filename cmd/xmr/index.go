@@ -19,7 +19,10 @@ import (
 	"github.com/xmr-project/xmr/weaviate"
 )
 
-var indexFlags struct {
+var indexFlags indexOptions
+
+// indexOptions are xmr index's flags.
+type indexOptions struct {
 	checkpoint string
 	data       dataFlags
 	split      string
@@ -132,23 +135,10 @@ func runIndex(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		f.checkpoint, indexFlags.checkpoint = path, path // runIndexImages reads indexFlags
+		f.checkpoint = path
 	}
-	switch {
-	case f.checkpoint == "":
-		return usageErrorf("--checkpoint is required (without it, --images DIR, or an index-only split of photos xmr extract made, uses the built-in photo model)")
-	case f.out == "":
-		return usageErrorf("--out is required")
-	case f.appendTo && f.overwrite:
-		return usageErrorf("give --append or --overwrite, not both")
-	case f.backend != "local" && f.backend != "weaviate":
-		return usageErrorf("--backend %q: want local or weaviate", f.backend)
-	case f.backend == "weaviate" && f.appendTo:
-		return usageErrorf("--append is for the local index; a Weaviate upload that stopped resumes when run again")
-	case f.backend == "weaviate" && f.weaviate.URL == "":
-		return usageErrorf("--backend weaviate needs --weaviate-url http://host:port")
-	case f.backend == "local" && f.weaviate.URL != "":
-		return usageErrorf("--weaviate-url needs --backend weaviate")
+	if err := f.check(); err != nil {
+		return err
 	}
 	// The index directory is the index's as a whole (--overwrite and
 	// --append remove the files its manifest no longer lists).
@@ -191,7 +181,7 @@ func runIndex(ctx context.Context, args []string) error {
 		if f.backend != "local" {
 			return usageErrorf("--images without --data builds a local index; extract the photos with xmr extract and index them with --data for --backend weaviate")
 		}
-		return runIndexImages(ctx, mode)
+		return indexPhotos(ctx, photoJob{checkpoint: f.checkpoint, images: f.images, out: f.out, mode: mode, layout: layout, workers: f.workers, ext: f.ext})
 	}
 	src, err := f.data.source()
 	if err != nil {
@@ -213,17 +203,18 @@ func runIndex(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := indexFeaturesBefore(f.out, feats, mode); err != nil {
-		return err
-	}
 	var rec *extract.Record // how the data's regions were chosen
 	if feats != nil {
 		if rec, err = extract.ReadRecord(src.Path); err != nil {
 			return err
 		}
 	}
+	record, err := indexFeatures(feats, rec)
+	if err != nil {
+		return err
+	}
 	if extract.IsIndexOnly(src.Path, f.split) {
-		return runIndexImageSet(ctx, m, cf, att, src.Path, mode, feats, rec)
+		return runIndexImageSet(ctx, &f, m, cf, att, src.Path, mode, layout, record)
 	}
 	split, err := src.Load(ctx, f.split)
 	if err != nil {
@@ -241,19 +232,13 @@ func runIndex(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	if f.backend == "weaviate" {
-		if err := runIndexWeaviate(ctx, f.out, f.weaviate, f.overwrite, m, split, imageDir, src.String()); err != nil {
-			return err
-		}
-		return indexFeaturesAfter(f.out, feats, rec)
+		return runIndexWeaviate(ctx, f.out, f.weaviate, f.overwrite, m, split, imageDir, src.String())
 	}
-	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout, Attach: att})
+	st, err := index.Build(ctx, f.out, m, collection(split, imageDir), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout, Attach: att, Features: record})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was, and this build's files are removed (run the same command again)", f.out)}
 		}
-		return err
-	}
-	if err := indexFeaturesAfter(f.out, feats, rec); err != nil {
 		return err
 	}
 	// The index is published: count what it holds even if a signal comes
@@ -364,4 +349,26 @@ func firstCaption(s *data.Split) string {
 		return "a red circle"
 	}
 	return s.Captions[0]
+}
+
+// check refuses flags that do not go together, or a required one
+// missing, with a usage error.
+func (f *indexOptions) check() error {
+	switch {
+	case f.checkpoint == "":
+		return usageErrorf("--checkpoint is required (without it, --images DIR, or an index-only split of photos xmr extract made, uses the built-in photo model)")
+	case f.out == "":
+		return usageErrorf("--out is required")
+	case f.appendTo && f.overwrite:
+		return usageErrorf("give --append or --overwrite, not both")
+	case f.backend != "local" && f.backend != "weaviate":
+		return usageErrorf("--backend %q: want local or weaviate", f.backend)
+	case f.backend == "weaviate" && f.appendTo:
+		return usageErrorf("--append is for the local index; a Weaviate upload that stopped resumes when run again")
+	case f.backend == "weaviate" && f.weaviate.URL == "":
+		return usageErrorf("--backend weaviate needs --weaviate-url http://host:port")
+	case f.backend == "local" && f.weaviate.URL != "":
+		return usageErrorf("--weaviate-url needs --backend weaviate")
+	}
+	return nil
 }

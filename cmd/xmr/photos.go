@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -70,33 +71,16 @@ func photoCollection(src *data.Regions, fs []*extract.Features, items []extract.
 	return c
 }
 
-// indexFeaturesBefore prepares the record of the extractor in an index
-// directory before a build (mode) with a model trained on features of id
-// (nil: of unknown provenance): when the build replaces or adds to an
-// index, a record that would then be wrong is removed first, so that a
-// build that fails half-way leaves no false record. (A new index is only
-// built where there is none, whose record, if any, is stale anyway.)
-func indexFeaturesBefore(out string, id *extract.Identity, mode index.Mode) error {
-	if mode == index.Create {
-		return nil
-	}
-	have, err := extract.ReadIdentity(out)
-	if err != nil || have == nil {
-		return nil // a bad record is replaced after the build
-	}
-	if id == nil || !have.Equal(*id) {
-		return extract.RemoveRecord(out)
-	}
-	return nil
-}
-
-// indexFeaturesAfter records, once a build is published, which extractor's
-// features the index's model reads (and how the regions of its images
-// were chosen, from rec when given): search --image-file and the server's
-// image upload extract a new image the same way.
-func indexFeaturesAfter(out string, id *extract.Identity, rec *extract.Record) error {
+// indexFeatures returns the record an index publishes in its manifest
+// (index.Manifest.Features) of what made its images' features: the
+// extractor id (nil: the model reads features of unknown provenance, and
+// nothing is recorded) and, from rec when given, how its regions were
+// chosen and the kind of features the model was trained on. Search
+// --image-file, the server's uploads and align --image extract a new
+// image the same way.
+func indexFeatures(id *extract.Identity, rec *extract.Record) (json.RawMessage, error) {
 	if id == nil {
-		return extract.RemoveRecord(out)
+		return nil, nil
 	}
 	r := &extract.Record{Extractor: *id, Kind: "index", MaxBoxes: 36, MinScore: extract.DefaultMinScore}
 	if rec != nil && rec.MaxBoxes > 0 {
@@ -105,7 +89,21 @@ func indexFeaturesAfter(out string, id *extract.Identity, rec *extract.Record) e
 	if rec != nil {
 		r.FeatureKind = rec.Kind
 	}
-	return extract.WriteRecord(out, r)
+	return r.Encode()
+}
+
+// indexRecord returns the record of what made the features of the index
+// in dir (indexFeatures; index.ReadFeatures), or nil when it records
+// none.
+func indexRecord(dir string) (*extract.Record, error) {
+	raw, err := index.ReadFeatures(dir)
+	if errors.Is(err, index.ErrNotIndex) {
+		return nil, nil // an index held by another engine: nothing recorded here
+	}
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	return extract.ParseRecord(raw, filepath.Join(dir, "manifest.json")+": features")
 }
 
 // recordExtractor returns the extractor that makes the features rec
@@ -162,12 +160,12 @@ func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache st
 	if !ok {
 		return nil, usageErrorf("--image-file searches a local index; %s is held by another engine", dir)
 	}
-	rec, err := extract.ReadRecord(dir)
+	rec, err := indexRecord(dir)
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil {
-		return nil, fmt.Errorf("--image-file: %s records no feature extractor (no %s): its model was trained on precomputed features, which no image can be turned into here; index with a model trained on xmr extract's features", dir, extract.FileName)
+		return nil, fmt.Errorf("--image-file: %s records no feature extractor: its model was trained on precomputed features, which no image can be turned into here; index with a model trained on xmr extract's features", dir)
 	}
 	// The decode stops on the first Ctrl-C or SIGTERM (ctx).
 	pic, err := extract.LoadFileContext(ctx, path, lim)
@@ -187,15 +185,6 @@ func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache st
 		return nil, err
 	}
 	return local.Search(ctx, q, false, o)
-}
-
-// runIndexImages indexes a folder of photos (indexFlags.images, no
-// --data): the features are extracted now with the detector, and the
-// index holds the images without captions.
-func runIndexImages(ctx context.Context, mode index.Mode) error {
-	f := &indexFlags
-	layout, _ := f.layout.layout() // checked by runIndex
-	return indexPhotos(ctx, photoJob{checkpoint: f.checkpoint, images: f.images, out: f.out, mode: mode, layout: layout, workers: f.workers, ext: f.ext})
 }
 
 // photoJob is an index of a folder of photos to build.
@@ -237,18 +226,16 @@ func indexPhotos(ctx context.Context, f photoJob) error {
 	}
 	extracted := time.Since(start)
 	id := e.Identity()
-	if err := indexFeaturesBefore(f.out, &id, f.mode); err != nil {
+	feats, err := indexFeatures(&id, &extract.Record{MaxBoxes: e.MaxBoxes(), MinScore: float32(f.ext.minScore), Kind: kind})
+	if err != nil {
 		return err
 	}
 	src := photoSource(m, fs, e, kind)
-	st, err := index.Build(ctx, f.out, m, photoCollection(src, fs, kept), &index.BuildOptions{Mode: f.mode, Progress: true, Layout: f.layout, Attach: att})
+	st, err := index.Build(ctx, f.out, m, photoCollection(src, fs, kept), &index.BuildOptions{Mode: f.mode, Progress: true, Layout: f.layout, Attach: att, Features: feats})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was (run the same command again)", f.out)}
 		}
-		return err
-	}
-	if err := indexFeaturesAfter(f.out, &id, &extract.Record{MaxBoxes: e.MaxBoxes(), MinScore: float32(f.ext.minScore), Kind: kind}); err != nil {
 		return err
 	}
 	el := time.Since(start)
@@ -310,13 +297,11 @@ func folderIndex(ctx context.Context, images, cache string) (string, error) {
 	return dir, err
 }
 
-// runIndexImageSet indexes an index-only split that xmr extract wrote for
-// a folder of photos: images without captions, read as the model of
-// checkpoint file cf reads them (tunedRegions), att stored with the
-// index's copy of it.
-func runIndexImageSet(ctx context.Context, m model.Model, cf *checkpoint.File, att *index.Attachment, dir string, mode index.Mode, feats *extract.Identity, rec *extract.Record) error {
-	f := &indexFlags
-	layout, _ := f.layout.layout() // checked by runIndex
+// runIndexImageSet indexes, as f says, an index-only split that xmr
+// extract wrote for a folder of photos: images without captions, read as
+// the model of checkpoint file cf reads them (tunedRegions), att stored
+// with the index's copy of it and features in its manifest.
+func runIndexImageSet(ctx context.Context, f *indexOptions, m model.Model, cf *checkpoint.File, att *index.Attachment, dir string, mode index.Mode, layout index.Layout, features json.RawMessage) error {
 	if f.backend != "local" {
 		return usageErrorf("--data %s: split %s has no captions (index-only); index it locally, without --backend %s", dir, f.split, f.backend)
 	}
@@ -328,14 +313,11 @@ func runIndexImageSet(ctx context.Context, m model.Model, cf *checkpoint.File, a
 		return err
 	}
 	start := time.Now()
-	st, err := index.Build(ctx, f.out, m, imageSetCollection(set, f.images), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout, Attach: att})
+	st, err := index.Build(ctx, f.out, m, imageSetCollection(set, f.images), &index.BuildOptions{Mode: mode, Progress: true, Layout: layout, Attach: att, Features: features})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; nothing was published: the index in %s is as it was (run the same command again)", f.out)}
 		}
-		return err
-	}
-	if err := indexFeaturesAfter(f.out, feats, rec); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "indexed %d images (no captions) of %s %s in %s\n", st.Images, dir, f.split, time.Since(start).Round(time.Millisecond))
@@ -398,7 +380,7 @@ func extractForAlign(ctx context.Context, ckpt, path, cache string, lim extract.
 }
 
 // uploadQuery returns the server's ImageQuery for the index ix in dir
-// whose model reads xmr extract's features (its extract.FileName record):
+// whose model reads xmr extract's features (its manifest's record):
 // nil, and no error, for an index without one, or one held by Weaviate.
 // For a model that fine-tuned the detector, the extractor runs the part
 // that the index's copy of the model carries, made again for each model
@@ -407,7 +389,7 @@ func uploadQuery(ctx context.Context, dir string, ix index.Searcher, weaviateInd
 	if weaviateIndex {
 		return nil, nil
 	}
-	rec, err := extract.ReadRecord(dir)
+	rec, err := indexRecord(dir)
 	if err != nil || rec == nil {
 		return nil, err
 	}
@@ -437,9 +419,9 @@ func uploadQuery(ctx context.Context, dir string, ix index.Searcher, weaviateInd
 			if fp := model.Fingerprint(m); fp != info.Fingerprint {
 				return nil, "", fmt.Errorf("the index %s published another model during the search: search again", dir)
 			}
-			rec, err := extract.ReadRecord(dir)
+			rec, err := indexRecord(dir)
 			if err == nil && rec == nil {
-				err = fmt.Errorf("%s: no %s", dir, extract.FileName)
+				err = fmt.Errorf("%s records no feature extractor any more", dir)
 			}
 			if err != nil {
 				return nil, "", err

@@ -10,7 +10,6 @@ import (
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/detect"
-	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 )
 
@@ -255,7 +254,7 @@ func TestPhotoDemo(t *testing.T) {
 	// It records the extractor, the detector fine-tuned by the model, so
 	// a new photo searches it (the page's uploads too) through the part
 	// that the index's copy of the model carries.
-	if rec, err := extract.ReadRecord(filepath.Join(demo, "index")); err != nil || rec == nil || rec.Extractor.Tuned != "s32" {
+	if rec, err := indexRecord(filepath.Join(demo, "index")); err != nil || rec == nil || rec.Extractor.Tuned != "s32" {
 		t.Errorf("the index's extractor record: %+v, %v; want the detector tuned from s32", rec, err)
 	}
 	photo := res[0].Image.Path

@@ -156,14 +156,14 @@ func runTrain(ctx context.Context, args []string) error {
 	if dataPath == "" {
 		dataPath = cfg.Dataset.Data
 	}
-	// The checkpoints record which extractor made the data's features.
-	meta, err := trainMeta(dataPath, f.out, f.resume, cfg.Training.VisionCut)
-	if err != nil {
-		return err
+	if f.resume {
+		if err := checkResumedFeatures(dataPath, f.out, cfg.Training.VisionCut); err != nil {
+			return err
+		}
 	}
 	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
 		Resume: f.resume, ConfigName: configName, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
-		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters, Meta: meta,
+		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters,
 		Detector: func(ctx context.Context) (*detect.Detector, error) { return network(ctx, f.models) }})
 	var intr *train.Interrupted
 	switch {

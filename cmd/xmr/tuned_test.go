@@ -379,12 +379,12 @@ func maxDiff(t *testing.T, a, b map[string]float64) float64 {
 // model.
 func checkTunedIndex(t *testing.T, dir string) {
 	t.Helper()
-	rec, err := extract.ReadRecord(dir)
+	rec, err := indexRecord(dir)
 	if err != nil || rec == nil {
-		t.Fatalf("%s: no %s: %v", dir, extract.FileName, err)
+		t.Fatalf("%s: its manifest records no extractor: %v", dir, err)
 	}
 	if rec.Extractor.Tuned != "s32" {
-		t.Errorf("%s: %s records the extractor %s, not tuned from s32", dir, extract.FileName, rec.Extractor)
+		t.Errorf("%s: its manifest records the extractor %s, not tuned from s32", dir, rec.Extractor)
 	}
 	ix, err := index.Open(context.Background(), dir, nil)
 	if err != nil {
