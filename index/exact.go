@@ -84,9 +84,8 @@ func dotsInto(vecs []float32, d int, p *packedFloats, out []float32, tmp *[]floa
 // scoreFloats scores the query q against every item of e (its float32
 // vectors) with the alignment scoring s, in parallel over blocks of items.
 func scoreFloats(ctx context.Context, e *model.Embeddings, q *packedFloats, s model.Scoring, queryIsText bool) ([]float32, error) {
-	return scoreBlocks(ctx, e.Offsets, blockFloatVectors, func() func(lo, hi int, out []float32) {
-		var sc floatScratch
-		return func(lo, hi int, out []float32) { sc.score(e, q, s, queryIsText, lo, hi, out) }
+	return scoreWith(ctx, e.Offsets, blockFloatVectors, func(sc *floatScratch, lo, hi int, out []float32) {
+		sc.score(e, q, s, queryIsText, lo, hi, out)
 	})
 }
 

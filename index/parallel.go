@@ -24,6 +24,16 @@ func scoreBlocks(ctx context.Context, offsets []int, maxVectors int, newScorer f
 	return out, err
 }
 
+// scoreWith is scoreBlocks with a scratch S of its own for each
+// goroutine, which score fills in as it scores items [lo, hi) into
+// out[0 : hi-lo].
+func scoreWith[S any](ctx context.Context, offsets []int, maxVectors int, score func(sc *S, lo, hi int, out []float32)) ([]float32, error) {
+	return scoreBlocks(ctx, offsets, maxVectors, func() func(lo, hi int, out []float32) {
+		sc := new(S)
+		return func(lo, hi int, out []float32) { score(sc, lo, hi, out) }
+	})
+}
+
 // forBlocks cuts the items of offsets (as Embeddings.Offsets) into blocks
 // of about maxVectors vectors (at least one item each) and runs them on
 // every core: newWorker makes each goroutine's function, which scores

@@ -191,9 +191,8 @@ const pqTaskVectors = 512
 // scorePQ scores the query vectors (rows of the codebook's dim) against
 // every item of v with scoring s, in parallel over blocks of items.
 func scorePQ(ctx context.Context, v *pqView, q *pqQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
-	return scoreBlocks(ctx, v.offsets, pqTaskVectors, func() func(lo, hi int, out []float32) {
-		var sc pqScratch
-		return func(lo, hi int, out []float32) { sc.score(v, q, s, queryIsText, lo, hi, out) }
+	return scoreWith(ctx, v.offsets, pqTaskVectors, func(sc *pqScratch, lo, hi int, out []float32) {
+		sc.score(v, q, s, queryIsText, lo, hi, out)
 	})
 }
 

@@ -169,9 +169,8 @@ const (
 // is on: the pooling of an alignment scoring maxes over regions and sums
 // over words.
 func scoreCodes(ctx context.Context, c *codeView, q *packedQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
-	return scoreBlocks(ctx, c.offsets, blockVectors, func() func(lo, hi int, out []float32) {
-		var sc codeScratch
-		return func(lo, hi int, out []float32) { sc.score(c, q, s, queryIsText, lo, hi, out) }
+	return scoreWith(ctx, c.offsets, blockVectors, func(sc *codeScratch, lo, hi int, out []float32) {
+		sc.score(c, q, s, queryIsText, lo, hi, out)
 	})
 }
 

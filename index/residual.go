@@ -406,9 +406,8 @@ func (sc *resScratch) exact(v *resView, rq *resQuery, s model.Scoring, queryIsTe
 // scoreResidual scores the query against every item of v on the residual
 // codes (the fast-scan estimate), in parallel over blocks of items.
 func scoreResidual(ctx context.Context, v *resView, rq *resQuery, s model.Scoring, queryIsText bool) ([]float32, error) {
-	return scoreBlocks(ctx, v.offsets, pqTaskVectors, func() func(lo, hi int, out []float32) {
-		var sc resScratch
-		return func(lo, hi int, out []float32) { sc.score(v, rq, s, queryIsText, lo, hi, out) }
+	return scoreWith(ctx, v.offsets, pqTaskVectors, func(sc *resScratch, lo, hi int, out []float32) {
+		sc.score(v, rq, s, queryIsText, lo, hi, out)
 	})
 }
 
