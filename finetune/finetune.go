@@ -199,12 +199,6 @@ type Data struct {
 	train, dev *Taps
 }
 
-// TapsPath is the file of split's activations at cut in the data set
-// directory dir, as `xmr extract --taps` writes it.
-func TapsPath(dir string, cut detect.Cut, split string) string {
-	return extract.TapsPath(dir, cut.Name, split)
-}
-
 // OpenData returns the part of det at cut for the data set in dir, which
 // xmr extract made with --taps for that cut, with the activations of its
 // train and dev splits (whose regions are train and dev). With check,
@@ -227,7 +221,7 @@ func OpenData(dir string, det *detect.Detector, cut detect.Cut, train, dev *data
 	}
 	d := &Data{Part: p}
 	open := func(split string, reg *data.Regions) (*Taps, error) {
-		path := TapsPath(dir, cut, split)
+		path := extract.TapsPath(dir, cut.Name, split)
 		t, err := OpenTaps(path, reg, p.InShape())
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("finetune: %s has no activations of its %s split at cut %s (%s): extract the data set again with --taps %s", dir, split, cut.Name, path, cut.Name)
@@ -440,7 +434,7 @@ func RefeatureSplit(f *checkpoint.File, det *detect.Detector, dir, split string,
 	if err != nil {
 		return nil, err
 	}
-	taps, err := OpenTaps(TapsPath(dir, p.Cut(), split), reg, p.InShape())
+	taps, err := OpenTaps(extract.TapsPath(dir, p.Cut().Name, split), reg, p.InShape())
 	if err != nil {
 		return nil, err
 	}

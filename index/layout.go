@@ -83,10 +83,11 @@ type scratch struct {
 type floatLayout struct{ s *segment }
 
 // scan scores the 4-bit product-quantised codes, or the int8 codes when
-// asked (q.int8) or when the segment (version 1) has no others.
+// asked or when a segment of version 1 is searched (q.scanInt8), or
+// when this segment has no others.
 func (l floatLayout) scan(ctx context.Context, q *query) ([]float32, int, error) {
 	s := l.s
-	if q.int8 || s.pq == nil {
+	if q.scanInt8 || s.pq == nil {
 		sc, err := scoreCodes(ctx, s.codes, q.codes, q.s, q.text)
 		return sc, codesRerank, err
 	}

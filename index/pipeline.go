@@ -141,15 +141,8 @@ func candidates(ctx context.Context, segs []*segment, q *query, n int) ([]candid
 }
 
 // scan estimates the score of every item of segs on their layouts' codes
-// and returns the largest of their re-rank floors. A segment of format
-// version 1 has int8 codes only: every float32 segment then scans those,
-// so that their estimates compare.
+// and returns the largest of their re-rank floors.
 func scan(ctx context.Context, segs []*segment, q *query) (scores []float32, floor int, err error) {
-	for _, seg := range segs {
-		if seg.res == nil && seg.pq == nil {
-			q.int8 = true
-		}
-	}
 	for _, seg := range segs {
 		sc, f, err := seg.layout.scan(ctx, q)
 		if err != nil {

@@ -21,7 +21,10 @@ type query struct {
 	k       int  // results
 	explain bool // each result's word-region alignments
 	exact   bool // score every item in float32 (SearchOptions.Exact)
-	int8    bool // scan the int8 codes rather than the 4-bit ones
+	int8    bool // SearchOptions.Int8: estimate on the int8 codes
+	// scanInt8: scan the int8 codes rather than the 4-bit ones (asked,
+	// or a segment of format version 1 is searched).
+	scanInt8 bool
 	// rerank is SearchOptions.Rerank as given: 0 lets the layouts choose
 	// (rerankCount), a negative value re-ranks nothing.
 	rerank int
@@ -41,6 +44,14 @@ func newQuery(segs []*segment, q *model.Embeddings, text bool, s model.Scoring, 
 	if o != nil {
 		out.explain, out.exact, out.int8 = o.Explain, o.Exact, o.Int8
 		out.rerank, out.prune = o.Rerank, o.Candidates
+	}
+	// A segment of format version 1 has int8 codes only: every float32
+	// segment then scans those, so that their estimates compare.
+	out.scanInt8 = out.int8
+	for _, seg := range segs {
+		if seg.res == nil && seg.pq == nil {
+			out.scanInt8 = true
+		}
 	}
 	if s.Alignment() {
 		out.floats = packFloats(out.vecs, out.d)
