@@ -135,13 +135,19 @@ func Ranks(sims *Matrix, perImage int) (i2t, t2i []int, err error) {
 	if err := CheckSimilarity(sims, perImage); err != nil {
 		return nil, nil, err
 	}
-	fr := rankFold(sims.view(), nil, perImage, 0, 0)
+	fr := rankFold(sims.view(), sims.view(), nil, perImage, 0, 0)
 	return fr.i2t, fr.t2i, nil
 }
 
 // Evaluate computes the recall metrics, and NDCG for each relevance matrix,
 // of a similarity matrix (images x captions) under opts.Protocol.
 func Evaluate(sims *Matrix, opts Options) (*Report, error) {
+	return evaluate(sims, sims, opts)
+}
+
+// evaluate is Evaluate with the text-to-image ranks taken from the columns
+// of t2i (sims itself, or a fusion's matrix by caption).
+func evaluate(sims, t2i *Matrix, opts Options) (*Report, error) {
 	per := opts.CaptionsPerImage
 	if per == 0 {
 		per = DefaultCaptionsPerImage
@@ -199,7 +205,7 @@ func Evaluate(sims *Matrix, opts Options) (*Report, error) {
 	if len(opts.Relevances) > 0 {
 		rep.NDCGAt, rep.NDCGNonZeroI2T = p, opts.NonZeroI2T
 	}
-	sv := sims.view()
+	sv, tv := sims.view(), t2i.view()
 	var folds []Metrics
 	for f := 0; f < nImg/fold; f++ {
 		i0 := f * fold
@@ -207,7 +213,7 @@ func Evaluate(sims *Matrix, opts Options) (*Report, error) {
 		for _, r := range opts.Relevances {
 			rels = append(rels, r.Matrix.view().sub(per*i0, i0, per*fold, fold))
 		}
-		fr := rankFold(sv.sub(i0, per*i0, fold, per*fold), rels, per, p, opts.Workers)
+		fr := rankFold(sv.sub(i0, per*i0, fold, per*fold), tv.sub(i0, per*i0, fold, per*fold), rels, per, p, opts.Workers)
 		m := Metrics{I2T: Summarize(fr.i2t), T2I: Summarize(fr.t2i)}
 		m.RSum = m.I2T.R1 + m.I2T.R5 + m.I2T.R10 + m.T2I.R1 + m.T2I.R5 + m.T2I.R10
 		if len(rels) > 0 {

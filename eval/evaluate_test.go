@@ -206,7 +206,7 @@ func TestRankFoldMatchesStableSort(t *testing.T) {
 	} {
 		sims := randomMatrix(r, tc.n, tc.per*tc.n, tc.levels)
 		rel := randomMatrix(r, tc.per*tc.n, tc.n, 3)
-		fr := rankFold(sims.view(), []view{rel.view()}, tc.per, tc.p, 3)
+		fr := rankFold(sims.view(), sims.view(), []view{rel.view()}, tc.per, tc.p, 3)
 		for i := 0; i < tc.n; i++ {
 			row := sims.Row(i)
 			order := bruteOrder(row)

@@ -29,6 +29,15 @@ type ModelOptions struct {
 	Grounding []data.Grounding
 	// Encode tunes the encoding (batch size, progress).
 	Encode *model.EncodeOptions
+	// Weights, one a model, fuse the models' similarities (Fuse: each
+	// query's scores standardised, then weighted and summed) rather than
+	// averaging them.
+	Weights []float32
+	// Images, one a model where set (nil: the split's), is the image
+	// source each model reads: the regions made by a model's own
+	// fine-tuned detector, say, or a global-vector model's copy of the
+	// split. Every source must hold the split's images in its order.
+	Images []model.ImageSource
 	// Progress shows progress bars (or log lines off a terminal, see
 	// package progress) while the split is encoded and scored.
 	Progress bool
@@ -39,8 +48,10 @@ type ModelResult struct {
 	// Report holds every metric, the alignment accuracy included.
 	Report *Report
 	// Sims is the similarity matrix (images x captions), averaged over
-	// the models of an ensemble.
+	// the models of an ensemble; nil for a fusion (Weights).
 	Sims *Matrix
+	// Fused is the fusion's similarity (Weights), else nil.
+	Fused *Fused
 	// Images and Texts are the last model's embeddings of the split.
 	Images, Texts *model.Embeddings
 }
@@ -60,6 +71,9 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	if err := data.CheckGrounding(o.Grounding, split); err != nil {
 		return nil, fmt.Errorf("evaluate: grounding: %w", err)
 	}
+	if err := checkSources(models, split, o); err != nil {
+		return nil, err
+	}
 	if o.Compat != model.CompatNone {
 		for k, m := range models {
 			s := m.Scoring()
@@ -73,6 +87,7 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	}
 	res := &ModelResult{}
 	var sum []float32
+	var each []*Matrix
 	for k, m := range models {
 		stage := func(s string) string {
 			if len(models) > 1 {
@@ -80,7 +95,11 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 			}
 			return s
 		}
-		imgs, err := encodeImages(ctx, m, split.Images, o, stage("encode images"))
+		var images model.ImageSource = split.Images
+		if k < len(o.Images) && o.Images[k] != nil {
+			images = o.Images[k]
+		}
+		imgs, err := encodeImages(ctx, m, images, o, stage("encode images"))
 		if err != nil {
 			return nil, fmt.Errorf("split %s: %w", split.Name, err)
 		}
@@ -96,22 +115,34 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 		if err != nil {
 			return nil, err
 		}
-		if sum == nil {
+		switch {
+		case o.Weights != nil:
+			each = append(each, &Matrix{Rows: split.NumImages(), Cols: split.NumCaptions(), Data: sims})
+		case sum == nil:
 			sum = sims
-		} else {
+		default:
 			for i, v := range sims {
 				sum[i] += v
 			}
 		}
 		res.Images, res.Texts = imgs, txts
 	}
-	for i := range sum {
-		sum[i] /= float32(len(models))
-	}
-	res.Sims = &Matrix{Rows: split.NumImages(), Cols: split.NumCaptions(), Data: sum}
 	opts := o.Options
 	opts.CaptionsPerImage = split.CapsPerImage
-	rep, err := Evaluate(res.Sims, opts)
+	var rep *Report
+	var err error
+	if o.Weights != nil {
+		if res.Fused, err = Fuse(each, o.Weights); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+		rep, err = EvaluateFused(res.Fused, opts)
+	} else {
+		for i := range sum {
+			sum[i] /= float32(len(models))
+		}
+		res.Sims = &Matrix{Rows: split.NumImages(), Cols: split.NumCaptions(), Data: sum}
+		rep, err = Evaluate(res.Sims, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +155,23 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	}
 	res.Report = rep
 	return res, nil
+}
+
+// checkSources refuses weights or image sources that do not go one to one
+// with the models, and a source of another length than the split.
+func checkSources(models []model.Model, split *data.Split, o ModelOptions) error {
+	if o.Weights != nil && len(o.Weights) != len(models) {
+		return fmt.Errorf("evaluate: %d weights for %d models: want one a model", len(o.Weights), len(models))
+	}
+	if len(o.Images) > len(models) {
+		return fmt.Errorf("evaluate: %d image sources for %d models", len(o.Images), len(models))
+	}
+	for k, src := range o.Images {
+		if src != nil && src.Len() != split.NumImages() {
+			return fmt.Errorf("evaluate: model %d's images: %d, split %s has %d", k+1, src.Len(), split.Name, split.NumImages())
+		}
+	}
+	return nil
 }
 
 // encodeImages encodes images with m, with a progress bar named desc when

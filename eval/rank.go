@@ -199,8 +199,10 @@ const (
 )
 
 // rankFold computes ranks and, for each relevance view, per-query NDCG@p of
-// one fold: sims is n x per*n (images x captions), each rel is per*n x n.
-func rankFold(sims view, rels []view, per, p, workers int) foldRanks {
+// one fold: sims is n x per*n (images x captions), whose rows rank the
+// captions, t2i the same shape, whose columns rank the images (sims again
+// but for a fusion), each rel is per*n x n.
+func rankFold(sims, t2i view, rels []view, per, p, workers int) foldRanks {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -255,7 +257,7 @@ func rankFold(sims view, rels []view, per, p, workers int) foldRanks {
 		s := get(w)
 		c0 := b * t2iBlock
 		n := min(t2iBlock, nCap-c0)
-		sims.transposeCols(c0, n, s.simT)
+		t2i.transposeCols(c0, n, s.simT)
 		for c := c0; c < c0+n; c++ {
 			col := s.simT[(c-c0)*nImg : (c-c0+1)*nImg]
 			fr.t2i[c] = rankOf(col, c/per)

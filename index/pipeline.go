@@ -208,6 +208,19 @@ func (c candidate) fetchOffsets() {
 // lie in the memory-mapped segment; the global scorings gather their
 // items for model.ScoreMatrix.
 func rescore(ctx context.Context, cands []candidate, q *query) ([]model.Hit, error) {
+	sc, err := exactScores(ctx, cands, q)
+	if err != nil {
+		return nil, err
+	}
+	top := model.TopK(sc, q.k)
+	for i := range top {
+		top[i].Index = cands[top[i].Index].item
+	}
+	return top, nil
+}
+
+// exactScores scores the candidates exactly under q, in their order.
+func exactScores(ctx context.Context, cands []candidate, q *query) ([]float32, error) {
 	// Ask for every candidate's vectors at once: on an index larger than
 	// the page cache they are scattered reads from disk.
 	for _, c := range cands {
@@ -234,14 +247,7 @@ func rescore(ctx context.Context, cands []candidate, q *query) ([]model.Hit, err
 		}
 		sc, err = scoreGlobals(ctx, g, q)
 	}
-	if err != nil {
-		return nil, err
-	}
-	top := model.TopK(sc, q.k)
-	for i := range top {
-		top[i].Index = cands[top[i].Index].item
-	}
-	return top, nil
+	return sc, err
 }
 
 // rankGlobal ranks the items of segs under a global scoring: every item's

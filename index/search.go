@@ -217,11 +217,18 @@ func (ix *Index) Search(ctx context.Context, q *model.Embeddings, queryIsText bo
 // catalogue rows, and explanations naming the query's words (text query)
 // or with the query image's boxes (image query).
 func (ix *Index) search(ctx context.Context, q *query, words []string, queryBoxes [][4]float32) ([]Result, error) {
-	segs := q.segs
 	hits, err := ix.rank(ctx, q)
 	if err != nil {
 		return nil, err
 	}
+	return ix.results(ctx, q, hits, words, queryBoxes)
+}
+
+// results fills in the results of hits, items of q.segs ranked for q:
+// catalogue rows, and explanations (q.explain) naming the query's words
+// (text query) or with the query image's boxes (image query).
+func (ix *Index) results(ctx context.Context, q *query, hits []model.Hit, words []string, queryBoxes [][4]float32) ([]Result, error) {
+	segs := q.segs
 	out := make([]Result, 0, len(hits))
 	for r, h := range hits {
 		res := Result{Rank: r + 1, Item: h.Index, Score: h.Score}

@@ -303,8 +303,32 @@ type searchResponse struct {
 	Query   string        `json:"query"`
 	Mode    string        `json:"mode"`
 	Scoring model.Scoring `json:"scoring"`
-	Results []resultJSON  `json:"results"`
-	Millis  float64       `json:"ms"`
+	// Fusion lists the members of a fused index, whose fused scores the
+	// results' are (Scoring is then the first member's).
+	Fusion  []fusionJSON `json:"fusion,omitempty"`
+	Results []resultJSON `json:"results"`
+	Millis  float64      `json:"ms"`
+}
+
+// fusionJSON is a member of a fused index (index.Fusion).
+type fusionJSON struct {
+	Model   string        `json:"model"`
+	Scoring model.Scoring `json:"scoring"`
+	Weight  float32       `json:"weight"`
+}
+
+// fusion describes the members of the server's index when it is a fusion.
+func (s *Server) fusion() []fusionJSON {
+	f, ok := s.ix.(fusedSearcher)
+	if !ok {
+		return nil
+	}
+	var out []fusionJSON
+	for k, ix := range f.Members() {
+		info := ix.ModelInfo()
+		out = append(out, fusionJSON{Model: info.Name, Scoring: info.Scoring, Weight: f.Weights()[k]})
+	}
+	return out
 }
 
 func (s *Server) image(row index.ImageRow) *imageJSON {
@@ -372,7 +396,7 @@ func (s *Server) respond(r *http.Request, query, mode string, search func(contex
 	if err != nil {
 		return nil, err
 	}
-	out := searchResponse{Query: query, Mode: mode, Scoring: s.scoring(), Results: []resultJSON{}, Millis: millis(start)}
+	out := searchResponse{Query: query, Mode: mode, Scoring: s.scoring(), Fusion: s.fusion(), Results: []resultJSON{}, Millis: millis(start)}
 	for _, h := range res {
 		out.Results = append(out.Results, row(h))
 	}
@@ -506,6 +530,7 @@ type infoResponse struct {
 	Captions      int           `json:"captions"`
 	Model         string        `json:"model"`
 	Scoring       model.Scoring `json:"scoring"`
+	Fusion        []fusionJSON  `json:"fusion,omitempty"` // a fused index's members
 	Dim           int           `json:"dim"`
 	ImageFiles    bool          `json:"image_files"` // whether image files are served
 	Example       string        `json:"example,omitempty"`
@@ -521,9 +546,9 @@ type infoResponse struct {
 func (s *Server) info(w http.ResponseWriter, r *http.Request) (any, error) {
 	ni, nc := s.ix.Len()
 	man := s.ix.ModelInfo()
-	out := infoResponse{Images: ni, Captions: nc, Model: man.Name, Scoring: man.Scoring, Dim: man.Dim,
+	out := infoResponse{Images: ni, Captions: nc, Model: man.Name, Scoring: man.Scoring, Fusion: s.fusion(), Dim: man.Dim,
 		ImageFiles: s.images != nil, MaxQueryChars: s.opts.MaxQueryChars, MaxK: s.opts.MaxK, MaxBodyBytes: s.opts.MaxBodyBytes}
-	if _, local := s.ix.(querySearcher); local && s.opts.ImageQuery != nil {
+	if takesUploads(s.ix) && s.opts.ImageQuery != nil {
 		out.ImageUpload, out.MaxUploadBytes = true, s.opts.MaxUploadBytes
 	}
 	if nc > 0 {

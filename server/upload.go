@@ -39,6 +39,22 @@ type querySearcher interface {
 	Search(ctx context.Context, q *model.Embeddings, queryIsText bool, o *index.SearchOptions) ([]index.Result, error)
 }
 
+// fusedSearcher is a fusion of local indexes (index.Fusion): an upload is
+// encoded by each member's model and searched as one query.
+type fusedSearcher interface {
+	Members() []*index.Index
+	Weights() []float32
+	SearchEncoded(ctx context.Context, qs []*model.Embeddings, queryIsText bool, o *index.SearchOptions) ([]index.Result, error)
+}
+
+// takesUploads reports whether the index searches by an encoded image: a
+// local index or a fusion of local ones.
+func takesUploads(ix index.Searcher) bool {
+	_, local := ix.(querySearcher)
+	_, fused := ix.(fusedSearcher)
+	return local || fused
+}
+
 // Errors an ImageQuery wraps for images it refuses: 400 and 413.
 var (
 	ErrBadImage      = errors.New("bad image")
@@ -75,9 +91,8 @@ func addCapped(a, b int64) int64 {
 // image/jpeg, image/png or application/octet-stream) or as the file field
 // "image" of a multipart/form-data body.
 func (s *Server) searchUpload(w http.ResponseWriter, r *http.Request) (any, error) {
-	local, ok := s.ix.(querySearcher)
 	switch {
-	case !ok:
+	case !takesUploads(s.ix):
 		return nil, errorf(http.StatusNotImplemented, "this server takes no uploaded images: its index is not a local one")
 	case s.opts.ImageQuery == nil && s.opts.NoImageQuery != "":
 		return nil, errorf(http.StatusNotImplemented, "this server takes no uploaded images: %s", s.opts.NoImageQuery)
@@ -117,11 +132,16 @@ func (s *Server) searchUpload(w http.ResponseWriter, r *http.Request) (any, erro
 	r = r.WithContext(ctx)
 	opts := &index.SearchOptions{K: k}
 	return s.respond(r, fmt.Sprintf("uploaded image (%d bytes)", len(body)), "image-to-text", func(ctx context.Context) ([]index.Result, error) {
-		m, err := s.ix.Model()
+		models, err := s.queryModels()
 		if err != nil {
 			return nil, err
 		}
-		q, err := s.opts.ImageQuery(ctx, body, m)
+		qs := make([]*model.Embeddings, len(models))
+		for k, m := range models {
+			if qs[k], err = s.opts.ImageQuery(ctx, body, m); err != nil {
+				break
+			}
+		}
 		// The image is decoded and encoded (or refused): its pixels are
 		// garbage now, and the upload's bytes too.
 		body = nil
@@ -134,11 +154,33 @@ func (s *Server) searchUpload(w http.ResponseWriter, r *http.Request) (any, erro
 		case err != nil:
 			return nil, err
 		}
-		return local.Search(ctx, q, false, opts)
+		if fused, ok := s.ix.(fusedSearcher); ok {
+			return fused.SearchEncoded(ctx, qs, false, opts)
+		}
+		return s.ix.(querySearcher).Search(ctx, qs[0], false, opts)
 	}, func(h index.Result) resultJSON {
 		return resultJSON{Rank: h.Rank, Item: h.Item, Score: h.Score,
 			Caption: &captionJSON{Item: h.Item, Text: h.Caption.Text, ImageID: h.Caption.ImageID}}
 	})
+}
+
+// queryModels returns the models that encode an uploaded image: the
+// index's, or each member's of a fusion.
+func (s *Server) queryModels() ([]model.Model, error) {
+	fused, ok := s.ix.(fusedSearcher)
+	if !ok {
+		m, err := s.ix.Model()
+		return []model.Model{m}, err
+	}
+	var out []model.Model
+	for _, ix := range fused.Members() {
+		m, err := ix.Model()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // holdPixels holds from the upload budget the pixels that img's header

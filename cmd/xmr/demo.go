@@ -121,7 +121,7 @@ index that the first one made.`,
 // what the photo demo writes into its own.
 var (
 	demoWrites      = []string{"world", "run", "index", demoConfigFile, "alignment-*.png", "query-*.png"}
-	photoDemoWrites = []string{"features", "run", "index", demoConfigFile, "alignment-*.png", "query-*.png"}
+	photoDemoWrites = []string{"features", "run", "index", demoConfigFile, partnerRun, partnerIndex, fusedIndex, partnerMarkerFile, "alignment-*.png", "query-*.png"}
 )
 
 // demoSteps is how many steps the demo prints.
@@ -207,6 +207,9 @@ type demoSource interface {
 	// next returns the commands the demo suggests afterwards, and the
 	// folder of images the page shows.
 	next(best, indexDir string, split *data.Split) (commands [][]string, images string)
+	// partner returns the global-vector model that the demo fuses with
+	// the main one (demo_fusion.go), or nil.
+	partner() *demoPartner
 }
 
 // demo runs the demo's pipeline on src, as o says: the data (step 1),
@@ -245,6 +248,12 @@ func demo(ctx context.Context, o demoOptions, src demoSource) error {
 	} else {
 		step(2, "using the model in %s (--retrain to train again)", run)
 	}
+	partner := src.partner()
+	if partner != nil {
+		if err := trainPartner(ctx, o, partner, o.retrain || o.fresh || made); err != nil {
+			return err
+		}
+	}
 
 	m, cf, err := model.Load(best)
 	if err != nil {
@@ -270,6 +279,13 @@ func demo(ctx context.Context, o demoOptions, src demoSource) error {
 	if line := src.chance(split, res); line != "" {
 		fmt.Fprintln(stdout, line)
 	}
+	var fu *fused
+	if partner != nil {
+		if fu, err = evaluateFusion(ctx, o, partner, split, res, mo); err != nil {
+			return err
+		}
+		defer fu.close()
+	}
 
 	if err := src.draw(o.dir, split, res); err != nil {
 		return err
@@ -277,6 +293,11 @@ func demo(ctx context.Context, o demoOptions, src demoSource) error {
 	indexDir := filepath.Join(o.dir, "index")
 	if err := src.index(ctx, indexDir, m, cf, split, res, o.fresh || o.retrain); err != nil {
 		return err
+	}
+	if fu != nil {
+		if indexDir, err = indexFusion(ctx, o.dir, indexDir, fu, o.fresh || o.retrain); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "    ready in %s\n", time.Since(start).Round(time.Second))
 
@@ -357,6 +378,8 @@ func (w *worldDemo) images(split *data.Split) string {
 func (w *worldDemo) index(ctx context.Context, dir string, m model.Model, _ *checkpoint.File, split *data.Split, res *eval.ModelResult, rebuild bool) error {
 	return writeDemoIndex(ctx, dir, m, split, collection(split, w.images(split)), res, rebuild, nil, nil)
 }
+
+func (w *worldDemo) partner() *demoPartner { return nil }
 
 func (w *worldDemo) next(best, indexDir string, split *data.Split) ([][]string, string) {
 	fmt.Fprintf(stdout, "\nNext, on the same world:\n")

@@ -250,10 +250,20 @@ func (p *photoDemo) index(ctx context.Context, dir string, m model.Model, cf *ch
 	return writeDemoIndex(ctx, dir, m, split, c, res, rebuild, att, features)
 }
 
+// partner is SEAM-E on the photos' global vectors (the features'
+// global/ copy), which the demo fuses with the region model.
+func (p *photoDemo) partner() *demoPartner {
+	g := filepath.Join(p.feats, "global")
+	return &demoPartner{data: g, held: func(ctx context.Context) (*data.Split, error) {
+		return data.LoadPrecomp(ctx, g, p.held, nil)
+	}}
+}
+
 func (p *photoDemo) next(best, indexDir string, split *data.Split) ([][]string, string) {
 	fmt.Fprintf(stdout, "\nNext, on these photos:\n")
 	return [][]string{
 		{"xmr", "eval", "--checkpoint", best, "--data", p.feats, "--split", p.held},
+		{"xmr", "eval", "--checkpoint", best, "--checkpoint", filepath.Join(p.dir, partnerRun), "--weights", fmt.Sprintf("1,%g", partnerWeight), "--data", p.feats, "--split", p.held},
 		{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"},
 		{"xmr", "index", "--checkpoint", best, "--images", "YOUR-PHOTOS", "--out", "my-photos.idx"},
 		{"xmr", "serve", "--index", indexDir, "--images", p.root},

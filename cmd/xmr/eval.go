@@ -5,14 +5,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/outpath"
 )
@@ -27,6 +32,7 @@ var evalFlags struct {
 	compat      string
 	space       string
 	saveSims    string
+	weights     string
 	noNDCG      bool
 	out         string
 
@@ -53,6 +59,7 @@ func init() {
   xmr eval --checkpoint runs/coco --data /data/coco --karpathy dataset_coco.json --coco-annotations captions_val2014.json --split test
   xmr eval --checkpoint runs/teran/best-rsum.safetensors --data world --split testall --protocol 1k
   xmr eval --checkpoint runs/a/best-rsum.safetensors --checkpoint runs/b/best-rsum.safetensors --data world   # ensemble
+  xmr eval --checkpoint runs/teran --checkpoint runs/seam-e --weights 1,0.2 --data F8K --split dev   # a fusion: regions and F8K/global
   xmr eval --checkpoint runs/tern/best-rsum.safetensors --data world --pooling MrSw   # "TERN MrSw Test"
   xmr eval --checkpoint teran.safetensors --data data/coco_precomp --split testall --protocol 1k --compat official   # an imported TERAN, scored as the official evaluation scores it
   xmr eval --checkpoint runs/member --data world --space cross   # MEMBER (Cross): its cross-embeddings only
@@ -68,6 +75,7 @@ func init() {
 			fs.StringVar(&evalFlags.pooling, "pooling", "", "override the models' scoring: global (cosine of the global vectors), order (SEAM's order similarity), MrSw, MwSr, Symm or MrAvgw")
 			fs.StringVar(&evalFlags.compat, "compat", "", "official: score TERAN's alignment poolings (MrSw, MwSr, Symm, MrAvgw) as the official evaluation (mesnico/TERAN evaluation.py) does: the last token before [SEP] not scored, each word's best region floored at 0 on images of fewer than 36 regions, each region's best word floored at 0 on captions of fewer than 88 tokens with [CLS] and [SEP] (docs/eval.md); default: xmr's own scoring")
 			fs.StringVar(&evalFlags.space, "space", "", "MEMBER's retrieval space: self, cross, comb (the configured combination), comb-similarity or comb-embedding; default: the checkpoint's model.space")
+			fs.StringVar(&evalFlags.weights, "weights", "", "fuse the checkpoints' scores with these `W1,W2,...` (one a --checkpoint): each query's scores under each model standardised over what it ranks, weighted and summed (docs/eval.md); default: the similarities averaged")
 			fs.StringVar(&evalFlags.saveSims, "save-sims", "", "write the (ensemble) similarity matrix to `SIMS.npy`")
 			fs.StringVar(&evalFlags.out, "out", "", "also write every metric as JSON to `FILE.json`")
 			fs.BoolVar(&evalFlags.noNDCG, "no-ndcg", false, "with --checkpoint, do not compute ROUGE-L/SPICE relevance for NDCG when no relevance file is given")
@@ -150,6 +158,13 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 	if err != nil {
 		return usageErrorf("--compat: %v", err)
 	}
+	weights, err := parseWeights(f.weights, len(f.checkpoints))
+	if err != nil {
+		return usageErrorf("--weights: %v", err)
+	}
+	if weights != nil && f.saveSims != "" {
+		return usageErrorf("--save-sims: a fusion (--weights) ranks each direction on matrices of its own (each query's scores standardised); save each model's matrix with an xmr eval of its own")
+	}
 	src, err := f.data.source()
 	if err != nil {
 		return err
@@ -167,37 +182,29 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 		return err
 	}
 	var models []model.Model
+	var images []model.ImageSource
 	for _, path := range f.checkpoints {
-		m, cf, err := model.Load(path)
+		m, ms, err := evalModel(ctx, path, src, split)
 		if err != nil {
 			return err
 		}
-		err = checkDataFeatures(cf, path, src.Path)
-		if err == nil {
-			split, err = evalTunedSplit(ctx, cf, path, src.Path, split)
+		if ms != split {
+			defer ms.Close()
 		}
-		cf.Close()
-		if err != nil {
-			return err
-		}
-		if f.space != "" {
-			if m, err = inSpace(m, path, f.space); err != nil {
-				return err
-			}
-		}
-		eval.LogImageInput(m, split)
+		eval.LogImageInput(m, ms)
 		s := m.Scoring()
 		if scoring != "" {
 			s = scoring
 		}
 		// Before the relevance matrices and the encoding: a refusal costs
 		// nothing.
-		if err := eval.CheckCompat(m, s, split, compat); err != nil {
+		if err := eval.CheckCompat(m, s, ms, compat); err != nil {
 			return usageErrorf("--compat: %s: %v", path, err)
 		}
 		models = append(models, m)
+		images = append(images, ms.Images)
 	}
-	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Compat: compat, Grounding: grounding, Progress: true}
+	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Compat: compat, Grounding: grounding, Images: images, Weights: weights, Progress: true}
 	if opts.Relevances, err = relevanceFiles(split.NumCaptions(), split.NumImages()); err != nil {
 		return err
 	}
@@ -222,18 +229,89 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 	return nil
 }
 
-// evalTunedSplit returns split as the model of checkpoint file f (given
-// as path) reads it (tunedSplit): a model that fine-tuned the detector
-// reads features of its own, so it is evaluated alone.
-func evalTunedSplit(ctx context.Context, f *checkpoint.File, path, dataPath string, split *data.Split) (*data.Split, error) {
-	cut, err := tunedCut(f)
-	if err != nil || cut == "" {
-		return split, err
+// evalModel loads the model of the checkpoint at path and returns the
+// split as it reads it: the regions that its own fine-tuned detector makes
+// (tunedSplit), the data set's global/ copy for a model trained on global
+// vectors when --data holds regions (a fusion of a region model with a
+// global-vector one reads both from one --data), else split itself. A
+// split other than split is the caller's to close.
+func evalModel(ctx context.Context, path string, src data.Source, split *data.Split) (model.Model, *data.Split, error) {
+	m, cf, err := model.Load(path)
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(evalFlags.checkpoints) > 1 {
-		return nil, usageErrorf("--checkpoint %s fine-tuned the detector (cut %s): it reads features of its own, which no other model reads; evaluate it alone", path, cut)
+	defer cf.Close()
+	dataPath, err := modelDataPath(cf, src.Path)
+	if err != nil {
+		return nil, nil, err
 	}
-	return tunedSplit(ctx, f, evalFlags.models, dataPath, split)
+	if err := checkDataFeatures(cf, path, dataPath); err != nil {
+		return nil, nil, err
+	}
+	if f := evalFlags; f.space != "" {
+		if m, err = inSpace(m, path, f.space); err != nil {
+			return nil, nil, err
+		}
+	}
+	if dataPath == src.Path {
+		ms, err := tunedSplit(ctx, cf, evalFlags.models, dataPath, split)
+		return m, ms, err
+	}
+	gsrc := src
+	gsrc.Path = dataPath
+	if gsrc, err = gsrc.Resolve(); err != nil {
+		return nil, nil, err
+	}
+	gs, err := gsrc.Load(ctx, split.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if gs.NumImages() != split.NumImages() || !slices.Equal(gs.Captions, split.Captions) {
+		gs.Close()
+		return nil, nil, fmt.Errorf("%s: split %s holds %d images and %d captions, %s's %d and %d: want the same images and captions (one xmr extract)", dataPath, split.Name, gs.NumImages(), gs.NumCaptions(), src.Path, split.NumImages(), split.NumCaptions())
+	}
+	slog.Info("the model reads global vectors: its images are the data set's global copy", "checkpoint", path, "data", dataPath)
+	return m, gs, nil
+}
+
+// modelDataPath returns where the model of checkpoint file cf reads the
+// data set at dataPath: its global/ copy when the model was trained on
+// global vectors and dataPath holds regions with such a copy, else
+// dataPath.
+func modelDataPath(cf *checkpoint.File, dataPath string) (string, error) {
+	if cf.Metadata()[extract.KindMetaKey] != extract.KindGlobal {
+		return dataPath, nil
+	}
+	kind, err := dataKind(dataPath)
+	if err != nil || kind != extract.KindRegions {
+		return dataPath, err
+	}
+	g := filepath.Join(dataPath, "global")
+	if k, err := dataKind(g); err != nil || k != extract.KindGlobal {
+		return dataPath, err
+	}
+	return g, nil
+}
+
+// parseWeights parses --weights: n comma-separated numbers > 0, one a
+// checkpoint; "" gives nil (no fusion).
+func parseWeights(s string, n int) ([]float32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) != n {
+		return nil, fmt.Errorf("%d weights for %d --checkpoint: want one a checkpoint, in their order", len(parts), n)
+	}
+	out := make([]float32, n)
+	for i, p := range parts {
+		w, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		if err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("weight %d is %q: want a number > 0", i+1, p)
+		}
+		out[i] = float32(w)
+	}
+	return out, nil
 }
 
 // stringList is a repeatable string flag.

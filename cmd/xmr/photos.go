@@ -156,10 +156,36 @@ func imageQuery(ctx context.Context, m model.Model, e *extract.Extractor, pic *e
 // image, the file at path: its features are extracted as the index
 // records (extract.FileName in the index directory).
 func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache string, lim extract.Limits, o *index.SearchOptions) ([]index.Result, error) {
-	local, ok := ix.(*index.Index)
-	if !ok {
+	var members []*index.Index
+	switch s := ix.(type) {
+	case *index.Index:
+		members = []*index.Index{s}
+	case *index.Fusion:
+		members = s.Members()
+	default:
 		return nil, usageErrorf("--image-file searches a local index; %s is held by another engine", dir)
 	}
+	// The decode stops on the first Ctrl-C or SIGTERM (ctx).
+	pic, err := extract.LoadFileContext(ctx, path, lim)
+	if err != nil {
+		return nil, err
+	}
+	qs := make([]*model.Embeddings, len(members))
+	for k, m := range members {
+		if qs[k], err = encodeImageFile(ctx, m, pic, cache); err != nil {
+			return nil, err
+		}
+	}
+	if fu, ok := ix.(*index.Fusion); ok {
+		return fu.SearchEncoded(ctx, qs, false, o)
+	}
+	return members[0].Search(ctx, qs[0], false, o)
+}
+
+// encodeImageFile encodes the decoded image pic with the model of the
+// local index ix from the features its manifest records.
+func encodeImageFile(ctx context.Context, ix *index.Index, pic *extract.Picture, cache string) (*model.Embeddings, error) {
+	dir := ix.Dir()
 	rec, err := indexRecord(dir)
 	if err != nil {
 		return nil, err
@@ -167,24 +193,16 @@ func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache st
 	if rec == nil {
 		return nil, fmt.Errorf("--image-file: %s records no feature extractor: its model was trained on precomputed features, which no image can be turned into here; index with a model trained on xmr extract's features", dir)
 	}
-	// The decode stops on the first Ctrl-C or SIGTERM (ctx).
-	pic, err := extract.LoadFileContext(ctx, path, lim)
+	e, err := recordExtractor(ctx, cache, rec, filepath.Join(dir, ix.ModelInfo().File))
 	if err != nil {
 		return nil, err
 	}
-	e, err := recordExtractor(ctx, cache, rec, filepath.Join(dir, local.ModelInfo().File))
-	if err != nil {
-		return nil, err
-	}
-	m, err := local.Model()
+	m, err := ix.Model()
 	if err != nil {
 		return nil, err
 	}
 	q, _, err := imageQuery(ctx, m, e, pic, rec.FeatureKind)
-	if err != nil {
-		return nil, err
-	}
-	return local.Search(ctx, q, false, o)
+	return q, err
 }
 
 // photoJob is an index of a folder of photos to build.

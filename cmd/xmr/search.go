@@ -78,11 +78,36 @@ Weaviate by maxSim and re-rank them exactly (docs/weaviate.md). --exact and
 
 // searchOutput is what --json prints.
 type searchOutput struct {
-	Query   string         `json:"query"`
-	Mode    string         `json:"mode"` // "text-to-image" or "image-to-text"
-	Scoring model.Scoring  `json:"scoring"`
+	Query   string        `json:"query"`
+	Mode    string        `json:"mode"` // "text-to-image" or "image-to-text"
+	Scoring model.Scoring `json:"scoring"`
+	// Fusion lists the members of a fused index (index.Fusion), whose
+	// scores the results' are; Scoring is then the first member's.
+	Fusion  []fusionMember `json:"fusion,omitempty"`
 	Results []index.Result `json:"results"`
 	Millis  float64        `json:"ms"`
+}
+
+// fusionMember describes a member of a fused index in search's output.
+type fusionMember struct {
+	Index   string        `json:"index"`
+	Model   string        `json:"model"`
+	Scoring model.Scoring `json:"scoring"`
+	Weight  float32       `json:"weight"`
+}
+
+// fusionMembers describes the members of ix when it is a fusion.
+func fusionMembers(ix index.Searcher) []fusionMember {
+	fu, ok := ix.(*index.Fusion)
+	if !ok {
+		return nil
+	}
+	var out []fusionMember
+	for k, m := range fu.Members() {
+		info := m.ModelInfo()
+		out = append(out, fusionMember{Index: m.Dir(), Model: info.Name, Scoring: info.Scoring, Weight: fu.Weights()[k]})
+	}
+	return out
 }
 
 func runSearch(ctx context.Context, args []string) error {
@@ -122,7 +147,7 @@ func runSearch(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ix.Close()
-	out := searchOutput{Scoring: ix.ModelInfo().Scoring}
+	out := searchOutput{Scoring: ix.ModelInfo().Scoring, Fusion: fusionMembers(ix)}
 	if opts.Scoring != "" {
 		out.Scoring = opts.Scoring
 	}
@@ -157,7 +182,8 @@ func runSearch(ctx context.Context, args []string) error {
 }
 
 // openIndex opens the index in dir: a Weaviate-backed one (weaviate.json;
-// weaviateURL, if set, replaces its server's address) or a local one.
+// weaviateURL, if set, replaces its server's address), a fusion of local
+// ones (index.FusionFile) or a local one.
 func openIndex(ctx context.Context, dir, weaviateURL string) (index.Searcher, error) {
 	if weaviate.IsIndex(dir) {
 		return weaviate.Open(ctx, dir, &weaviate.OpenOptions{URL: weaviateURL})
@@ -165,13 +191,24 @@ func openIndex(ctx context.Context, dir, weaviateURL string) (index.Searcher, er
 	if weaviateURL != "" {
 		return nil, usageErrorf("--weaviate-url: %s is not a Weaviate-backed index (no %s)", dir, weaviate.ManifestFile)
 	}
+	if index.IsFusion(dir) {
+		return index.OpenFusion(ctx, dir, nil)
+	}
 	return index.Open(ctx, dir, nil)
 }
 
 // printResults writes the results as a table, with the alignments under
 // each result when explained.
 func printResults(o searchOutput) error {
-	fmt.Fprintf(stdout, "%s, %s scoring, %d results in %.1f ms\n", o.Mode, o.Scoring, len(o.Results), o.Millis)
+	scoring := string(o.Scoring) + " scoring"
+	if len(o.Fusion) > 0 {
+		var parts []string
+		for _, m := range o.Fusion {
+			parts = append(parts, fmt.Sprintf("%g x %s (%s)", m.Weight, m.Model, m.Scoring))
+		}
+		scoring = "fused scores: " + strings.Join(parts, " + ") + ", each standardised"
+	}
+	fmt.Fprintf(stdout, "%s, %s, %d results in %.1f ms\n", o.Mode, scoring, len(o.Results), o.Millis)
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	for _, r := range o.Results {
 		if r.Image != nil {

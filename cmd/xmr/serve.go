@@ -115,7 +115,7 @@ func serveIndex(ctx context.Context, dir, images, addr, example string, o *serve
 	}
 	var ix index.Searcher
 	var err error
-	if weaviate.IsIndex(dir) || weaviateURL != "" {
+	if weaviate.IsIndex(dir) || weaviateURL != "" || index.IsFusion(dir) {
 		ix, err = openIndex(ctx, dir, weaviateURL)
 	} else {
 		// A local index is followed: what xmr index --append or
@@ -136,7 +136,7 @@ func serveIndex(ctx context.Context, dir, images, addr, example string, o *serve
 	if opts.MaxUploadBytes <= 0 {
 		opts.MaxUploadBytes = server.DefaultMaxUploadBytes
 	}
-	if q, err := uploadQuery(ctx, dir, ix, weaviate.IsIndex(dir) || weaviateURL != "", serveFlags.models, opts.MaxUploadBytes); err != nil {
+	if q, err := serveUploads(ctx, dir, ix, weaviate.IsIndex(dir) || weaviateURL != "", serveFlags.models, opts.MaxUploadBytes); err != nil {
 		slog.Warn("searches by uploaded image are off: the detector could not be loaded", "err", err)
 		opts.NoImageQuery = fmt.Sprintf("the detector could not be loaded (%v)", err)
 	} else {
@@ -167,4 +167,13 @@ func serveIndex(ctx context.Context, dir, images, addr, example string, o *serve
 		slog.Info("server stopped")
 	}
 	return err
+}
+
+// serveUploads returns the server's ImageQuery for the index ix in dir:
+// a fusion's (fusionUploads) or one index's (uploadQuery).
+func serveUploads(ctx context.Context, dir string, ix index.Searcher, weaviateIndex bool, cache string, maxBytes int64) (server.ImageQuery, error) {
+	if fu, ok := ix.(*index.Fusion); ok {
+		return fusionUploads(ctx, fu, cache, maxBytes)
+	}
+	return uploadQuery(ctx, dir, ix, weaviateIndex, cache, maxBytes)
 }

@@ -79,11 +79,21 @@
     $("results").replaceChildren();
     try {
       const res = await api("POST", "/api/search/text", { text: q, k: RESULTS, explain: true });
-      setStatus(`${res.results.length} images for “${q}” (${res.scoring} scoring, ${res.ms.toFixed(1)} ms)`);
+      setStatus(`${res.results.length} images for “${q}” (${scoringOf(res)}, ${res.ms.toFixed(1)} ms)`);
       for (const r of res.results) $("results").append(card(r));
     } catch (e) {
       setStatus(e.message, true);
     }
+  }
+
+  // fusionOf names the members of a fused index and their weights.
+  function fusionOf(members) {
+    return "fused: " + members.map((m) => `${m.weight} × ${m.model} (${m.scoring})`).join(" + ");
+  }
+
+  // scoringOf says how a response's results were scored.
+  function scoringOf(res) {
+    return res.fusion ? fusionOf(res.fusion) : `${res.scoring} scoring`;
   }
 
   function card(r) {
@@ -251,7 +261,7 @@
       let data = null;
       try { data = await r.json(); } catch (e) { /* not JSON */ }
       if (!r.ok) throw new Error((data && data.error) || `${r.status} ${r.statusText}`);
-      setStatus(`${data.results.length} captions for ${file.name} (${data.scoring} scoring, ${data.ms.toFixed(1)} ms)`);
+      setStatus(`${data.results.length} captions for ${file.name} (${scoringOf(data)}, ${data.ms.toFixed(1)} ms)`);
       $("results").append(el("ol", { class: "captions" }, ...data.results.map((x) =>
         el("li", {}, el("span", { class: "score" }, x.score.toFixed(3)), " ", x.caption.text,
           el("span", { class: "muted" }, ` (${x.caption.image_id})`)))));
@@ -282,7 +292,7 @@
     try {
       const info = await api("GET", "/api/info");
       $("info").textContent = `${info.images.toLocaleString()} images, ${info.captions.toLocaleString()} captions; ` +
-        `${info.model} (${info.scoring})` + (info.image_files ? "" : "; no image files: regions drawn as boxes");
+        (info.fusion ? fusionOf(info.fusion) : `${info.model} (${info.scoring})`) + (info.image_files ? "" : "; no image files: regions drawn as boxes");
       $("q").maxLength = info.max_query_chars;
       if (info.image_upload) {
         $("upload").hidden = false;
