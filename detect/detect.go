@@ -94,6 +94,10 @@ type Output struct {
 	// Taps are the activations of the nodes named by WithTaps, in order,
 	// each with Name the node's name.
 	Taps []FeatureMap
+	// Untuned are, for a detector with a fine-tuned part (Tuned) asked
+	// with RunOptions.KeepUntuned, the maps of Maps that the part
+	// replaced, as the detector itself computed them (copies).
+	Untuned []FeatureMap
 
 	g *graph // the maps' memory returns to it on Release
 }
@@ -123,6 +127,10 @@ type RunOptions struct {
 	MinScore      float32  // drop detections scoring below this
 	IoU           float32  // NMS: drop a box overlapping a better one by more than this IoU; 0 means 0.5
 	Maps          []string // names of the maps to return (see Maps); nil returns all
+	// KeepUntuned asks a detector with a fine-tuned part (Tuned) for the
+	// maps its part replaced as the detector computed them too
+	// (Output.Untuned); the detector itself has none to give.
+	KeepUntuned bool
 }
 
 // Detector is a loaded network. Its methods are safe for concurrent use

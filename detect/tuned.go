@@ -78,6 +78,11 @@ func (t *Tuned) Run(ctx context.Context, rgb []float32, opt RunOptions) (*Output
 			o.Release()
 			return nil, fmt.Errorf("detect: cut %s computes %d values of map %s, the detector %d", t.cut.Name, len(ys[j].Data), name, len(m.Data))
 		}
+		if opt.KeepUntuned {
+			u := o.Maps[i]
+			u.Data = slices.Clone(u.Data)
+			o.Untuned = append(o.Untuned, u)
+		}
 		copy(o.Maps[i].Data, ys[j].Data)
 	}
 	return o, nil

@@ -61,6 +61,11 @@ type Options struct {
 	// the cut's Node), which Run checks. Taps are extra data beside the
 	// same features: they do not change the Identity.
 	Taps string
+	// UntunedGlobal asks, of an extractor whose detector has a fine-tuned
+	// part (Tuning), for the global vector of the detector as published
+	// as well (Features.UntunedGlobal): what a global-vector model trained
+	// on the published detector's features reads, from the same run.
+	UntunedGlobal bool
 }
 
 // DefaultMinScore is the detection score a detected box needs to become a
@@ -190,6 +195,10 @@ type Features struct {
 	// Global is the whole image's vector: the mean of each chosen map over
 	// every cell, concatenated.
 	Global []float32
+	// UntunedGlobal is Global as the detector without its fine-tuned part
+	// makes it (Options.UntunedGlobal; the Identity without Tuned), nil
+	// otherwise.
+	UntunedGlobal []float32
 	// Width and Height are the upright image's size in pixels.
 	Width, Height int
 	// Tap is the detector's activation at the cut that Options.Taps names,
@@ -216,7 +225,8 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 	if len(p.RGB) != S*S*3 {
 		return nil, fmt.Errorf("extractor: picture has %d values, want %d", len(p.RGB), S*S*3)
 	}
-	out, err := e.det.Run(ctx, p.RGB, detect.RunOptions{MaxDetections: e.opt.maxBoxes(), MinScore: e.opt.minScore()})
+	untuned := e.opt.UntunedGlobal && e.ident.Tuned != ""
+	out, err := e.det.Run(ctx, p.RGB, detect.RunOptions{MaxDetections: e.opt.maxBoxes(), MinScore: e.opt.minScore(), KeepUntuned: untuned})
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +248,9 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 		Global:  make([]float32, D),
 		Width:   p.Width, Height: p.Height,
 	}
+	if untuned {
+		f.UntunedGlobal = make([]float32, D)
+	}
 	off := 0
 	for _, mi := range e.maps {
 		m := &out.Maps[mi]
@@ -252,7 +265,17 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 			ROIAlign(m, b.Box, f.Regions[r*D+off:r*D+off+m.C])
 		}
 		meanMap(m, f.Global[off:off+m.C])
+		if untuned {
+			um := m
+			if k := slices.IndexFunc(out.Untuned, func(u detect.FeatureMap) bool { return u.Name == m.Name }); k >= 0 {
+				um = &out.Untuned[k]
+			}
+			meanMap(um, f.UntunedGlobal[off:off+m.C])
+		}
 		off += m.C
+	}
+	if untuned && len(out.Untuned) == 0 {
+		return nil, fmt.Errorf("extractor: the detector's fine-tuned part (%s) gave no untuned maps", e.ident.Tuned)
 	}
 	if off != D {
 		return nil, fmt.Errorf("extractor: the detector's maps have %d channels, its MapInfo %d", off, D)

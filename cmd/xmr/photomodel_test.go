@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -17,6 +19,12 @@ import (
 // val photos, as docs/photos.md and the README give it (the checkpoint
 // was picked on val).
 const builtinValRSum = 214.8
+
+// builtinFusedValRSum is the rsum of the built-in photo model's two
+// models fused (its region model and its global-vector model at
+// photomodel.PartnerWeight) on the same photos, in half precision
+// (docs/photos.md).
+const builtinFusedValRSum = 229.0
 
 // TestBuiltinPhotoModel extracts Flickr8k's 1,000 val photos from the
 // shared set as a user would (xmr extract with the taps of the model's
@@ -44,6 +52,24 @@ func TestBuiltinPhotoModel(t *testing.T) {
 	if rep.RSum < builtinValRSum-1.5 {
 		t.Errorf("rsum %.1f: the documented figure is %.1f", rep.RSum, builtinValRSum)
 	}
+	partner, err := photomodel.PartnerPath(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, "eval", "--checkpoint", ckpt, "--checkpoint", partner, "--weights", fmt.Sprintf("1,%g", photomodel.PartnerWeight),
+		"--data", feats, "--split", "dev", "--json", "--no-ndcg")
+	if code != 0 {
+		t.Fatalf("eval of the fusion: exit %d: %s", code, stderr)
+	}
+	var fused recallReport
+	if err := json.Unmarshal([]byte(stdout), &fused); err != nil {
+		t.Fatalf("eval --json printed %q: %v", stdout, err)
+	}
+	t.Logf("the built-in models fused: i2t R@1/5/10 %.1f/%.1f/%.1f, t2i %.1f/%.1f/%.1f, rsum %.1f (documented %.1f)",
+		fused.I2T.R1, fused.I2T.R5, fused.I2T.R10, fused.T2I.R1, fused.T2I.R5, fused.T2I.R10, fused.RSum, builtinFusedValRSum)
+	if fused.RSum < builtinFusedValRSum-1.5 {
+		t.Errorf("fused rsum %.1f: the documented figure is %.1f", fused.RSum, builtinFusedValRSum)
+	}
 
 	// A folder of photos and no checkpoint: the built-in model. The
 	// detector's weights come from the default cache (needPhotos).
@@ -54,11 +80,11 @@ func TestBuiltinPhotoModel(t *testing.T) {
 	}
 	linkAll(t, photos[:40], sub)
 	idx := filepath.Join(dir, "some.idx")
-	stdout, stderr, code := run(t, "index", "--images", sub, "--out", idx)
-	if code != 0 || !strings.Contains(stdout, "indexed 40 photos") || !strings.Contains(stderr, "built-in photo model") {
+	stdout, stderr, code = run(t, "index", "--images", sub, "--out", idx)
+	if code != 0 || !strings.Contains(stdout, "indexed 40 photos") || !strings.Contains(stdout, "fused: teran and seam") || !strings.Contains(stderr, "built-in photo model") {
 		t.Fatalf("index --images without --checkpoint: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	ix, err := index.Open(context.Background(), idx, nil)
+	ix, err := index.OpenFusion(context.Background(), idx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +115,7 @@ func TestFolderIndex(t *testing.T) {
 	shared := needPhotos(t)
 	dir := t.TempDir()
 	photos, err := filepath.Glob(filepath.Join(shared, "images", "1*.jpg"))
-	if err != nil || len(photos) < 6 {
+	if err != nil || len(photos) < 8 {
 		t.Fatalf("%d photos: %v", len(photos), err)
 	}
 	folder := filepath.Join(dir, "photos")
@@ -127,13 +153,46 @@ func TestFolderIndex(t *testing.T) {
 	if _, err := folderIndex(ctx, folder, cache); err != nil || !strings.Contains(out.String(), "indexing the 6 photos") {
 		t.Fatalf("a photo added: %v, output %q; want the index built again", err, out.String())
 	}
-	ix, err := index.Open(ctx, ix1, nil)
+	ix, err := index.OpenFusion(ctx, ix1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ix.Close()
 	if n, _ := ix.Len(); n != 6 {
 		t.Fatalf("the folder's index holds %d photos, want 6", n)
+	}
+
+	// xmr index --images with no model writes the same fusion; it takes
+	// no --append, and is written over only with --overwrite, never over
+	// an index of one model.
+	fused := filepath.Join(dir, "fused.idx")
+	ckpt, err := photomodel.Path(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain.idx")
+	more := filepath.Join(dir, "more")
+	linkAll(t, photos[6:8], more)
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"index", "--images", folder, "--out", fused, "--models", cache}, 0, ""},
+		{[]string{"index", "--images", folder, "--out", fused, "--models", cache}, 1, "already holds a fused index: --overwrite replaces it"},
+		{[]string{"index", "--images", folder, "--out", fused, "--models", cache, "--append"}, 2, "--append: the built-in photo model's index of " + fused + " is a fusion of two indexes"},
+		{[]string{"index", "--images", folder, "--out", fused, "--models", cache, "--overwrite"}, 0, ""},
+		{[]string{"index", "--images", folder, "--out", plain, "--models", cache, "--checkpoint", ckpt}, 0, ""},
+		{[]string{"index", "--images", folder, "--out", plain, "--models", cache, "--overwrite"}, 1, "holds an index of one model"},
+		{[]string{"index", "--images", more, "--out", plain, "--models", cache, "--append"}, 0, ""},
+	} {
+		_, stderr, code := run(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.stderr) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args[3:], code, stderr, c.code, c.stderr)
+		}
+	}
+	if !index.IsFusion(fused) || index.IsFusion(plain) {
+		t.Errorf("want %s a fusion and %s an index of one model", fused, plain)
 	}
 }
 

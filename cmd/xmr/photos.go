@@ -19,6 +19,7 @@ import (
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/photomodel"
 	"github.com/xmr-project/xmr/server"
 )
 
@@ -278,11 +279,16 @@ func (e *skippedError) Error() string {
 }
 
 // folderIndex returns the index of the photos in the folder images, with
-// the built-in photo model: one that an earlier call built under the
-// models' cache directory (cache, default detect.DefaultCacheDir()) when
-// it holds as many photos as the folder, else built now.
+// the built-in photo model (its two models fused: indexPhotoFusion): one
+// that an earlier call built under the models' cache directory (cache,
+// default detect.DefaultCacheDir()) when it holds as many photos as the
+// folder, else built now.
 func folderIndex(ctx context.Context, images, cache string) (string, error) {
 	ckpt, err := builtinPhotoModel(cache)
+	if err != nil {
+		return "", err
+	}
+	partner, err := builtinPartner(cache)
 	if err != nil {
 		return "", err
 	}
@@ -290,23 +296,23 @@ func folderIndex(ctx context.Context, images, cache string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	key := sha256.Sum256([]byte(abs + "\n" + filepath.Base(ckpt)))
+	key := sha256.Sum256([]byte(abs + "\n" + filepath.Base(ckpt) + "\n" + filepath.Base(partner)))
 	dir := filepath.Join(filepath.Dir(filepath.Dir(ckpt)), "indexes", hex.EncodeToString(key[:8]))
 	items, err := extract.FolderItems(images)
 	if err != nil {
 		return "", err
 	}
-	if ix, err := index.Open(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
-		n, _ := ix.Len()
-		ix.Close()
+	if fu, err := index.OpenFusion(ctx, dir, &index.OpenOptions{SkipChecksums: true}); err == nil {
+		n, _ := fu.Len()
+		fu.Close()
 		if n == len(items) {
 			slog.Info("the photos' index, built before", "index", dir, "photos", n)
 			return dir, nil
 		}
 	}
 	fmt.Fprintf(stdout, "indexing the %d photos of %s with the built-in photo model into %s\n", len(items), images, dir)
-	err = indexPhotos(ctx, photoJob{checkpoint: ckpt, images: images, out: dir, mode: index.Overwrite,
-		ext: extractorFlags{maxBoxes: 36, minScore: extract.DefaultMinScore, maxPixels: extract.DefaultMaxPixels, models: cache}})
+	err = indexPhotoFusion(ctx, photoJob{checkpoint: ckpt, images: images, out: dir, mode: index.Overwrite,
+		ext: extractorFlags{maxBoxes: 36, minScore: extract.DefaultMinScore, maxPixels: extract.DefaultMaxPixels, models: cache}}, partner, photomodel.PartnerWeight)
 	var sk *skippedError
 	if errors.As(err, &sk) {
 		slog.Warn("some photos could not be read; serving the others", "skipped", sk.n)

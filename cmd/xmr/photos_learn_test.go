@@ -223,14 +223,16 @@ func TestPhotoDemo(t *testing.T) {
 		"1/6 extracting the regions of 140 photos (train, dev; the train photos mirrored too)", "2/6 training", "5 iterations",
 		"3/6 evaluating on the val split (the split file has no test split", "rsum", "4/6 drawing",
 		"5/6 indexing the dev split", "20 images and 100 captions",
-		"xmr serve --index " + filepath.Join(demo, "index") + " --images " + filepath.Join(photos, "images"),
+		"2/6 training seam-e-photos on the photos' global vectors", "seam-e-photos alone: rsum", "the two fused (weight 0.2",
+		filepath.Join(demo, "fused") + " fuses " + filepath.Join(demo, "index") + " with " + filepath.Join(demo, "index-global"),
+		"xmr serve --index " + filepath.Join(demo, "fused") + " --images " + filepath.Join(photos, "images"),
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("first run: stdout lacks %q:\n%s", want, stdout)
 		}
 	}
 	for _, f := range []string{"alignment-1.png", "query-1.png", "run/best-rsum.safetensors", "index/manifest.json", "features/train_ims.npy", "features/dev_ims.npy",
-		"features/taps-s32/train.npy", "features/taps-s32/dev.npy"} {
+		"features/taps-s32/train.npy", "features/taps-s32/dev.npy", "run-global/best-rsum.safetensors", "index-global/manifest.json", "fused/fusion.json"} {
 		if _, err := os.Stat(filepath.Join(demo, f)); err != nil {
 			t.Errorf("the demo made no %s: %v", f, err)
 		}
@@ -261,12 +263,17 @@ func TestPhotoDemo(t *testing.T) {
 	if out, errOut, code := run(t, "search", "--index", filepath.Join(demo, "index"), "--image-file", photo, "-k", "2"); code != 0 || !strings.Contains(out, "image-to-text") {
 		t.Errorf("search --image-file %s on the demo's index: exit %d\n%s\n%s", photo, code, out, errOut)
 	}
+	// The fused index: a new photo is encoded by each member's model
+	// from the features its own manifest records.
+	if out, errOut, code := run(t, "search", "--index", filepath.Join(demo, "fused"), "--image-file", photo, "-k", "2"); code != 0 || !strings.Contains(out, "fused scores: 1 x teran (MrSw) + 0.2 x seam (order)") {
+		t.Errorf("search --image-file %s on the demo's fused index: exit %d\n%s\n%s", photo, code, out, errOut)
+	}
 
 	stdout, stderr, code = run(t, args...)
 	if code != 0 {
 		t.Fatalf("second demo --photos: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"1/6 using the features in", "2/6 using the model", "5/6 using the index in"} {
+	for _, want := range []string{"1/6 using the features in", "2/6 using the model", "2/6 using the global-vector model", "5/6 using the index in"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("second run: stdout lacks %q:\n%s", want, stdout)
 		}
