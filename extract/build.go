@@ -33,6 +33,9 @@ type Item struct {
 	ID string
 	// Mirror extracts the image mirrored left to right (MirrorSplit).
 	Mirror bool
+	// Augment, when not 0, extracts a random view of the image drawn from
+	// it (AugmentSplit, Picture.Augment).
+	Augment uint64
 }
 
 // MirrorSuffix ends the id of a mirrored copy (MirrorSplit).
@@ -553,6 +556,9 @@ func CheckSplitName(name string) error {
 func describeItem(it Item) string {
 	if it.Mirror {
 		return fmt.Sprintf("image %q (the mirrored copy of %q, made by --flip)", it.ID, it.Path)
+	}
+	if it.Augment != 0 {
+		return fmt.Sprintf("image %q (an augmented copy of %q, made by --augment)", it.ID, it.Path)
 	}
 	return fmt.Sprintf("image %q (file %q)", it.ID, it.Path)
 }

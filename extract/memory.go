@@ -103,6 +103,9 @@ func extractEach(ctx context.Context, e *Extractor, items []Item, workers int, l
 				if items[i].Mirror {
 					pic.Mirror()
 				}
+				if items[i].Augment != 0 {
+					pic.Augment(items[i].Augment)
+				}
 				f, err := e.Run(run, pic)
 				if err != nil {
 					mu.Lock()

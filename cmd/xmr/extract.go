@@ -158,6 +158,7 @@ var extractFlags struct {
 	workers   int
 	chunk     int
 	flip      bool
+	augment   int
 	ext       extractorFlags
 }
 
@@ -217,6 +218,7 @@ rest.`,
 			fs.IntVar(&f.workers, "workers", runtime.NumCPU(), "images extracted at once (1 to 4 per CPU)")
 			fs.IntVar(&f.chunk, "chunk", 64, "images per part file (the work a stopped run can lose)")
 			fs.StringVar(&f.ext.taps, "taps", "", "also cache the detector's activation at `CUT` ("+strings.Join(cutNames(), " or ")+") for every image, in DATA/taps-CUT/SPLIT.npy (float16; 61 KB an image at s32), for fine-tuning the detector (docs/photos.md)")
+			fs.IntVar(&f.augment, "augment", 0, "also extract `N` random views of every train image (a crop of 60-100% of it, its colours jittered; ids end in "+extract.AugmentSuffix+"1 ...), as more training data")
 			fs.BoolVar(&f.flip, "flip", false, "also extract every train image mirrored left to right, as more training data (its captions' left and right swapped; ids end in "+extract.MirrorSuffix+")")
 			f.ext.addTo(fs)
 		},
@@ -356,6 +358,20 @@ func runExtract(ctx context.Context, args []string) error {
 			return usageErrorf("--flip mirrors the images of a train split with captions; this collection has none")
 		}
 	}
+	if f.augment < 0 {
+		return usageErrorf("--augment must be 0 or more, is %d", f.augment)
+	}
+	if f.augment > 0 {
+		augmented := false
+		for i, s := range splits {
+			if s.Name == data.SplitTrain && s.Captions != nil {
+				splits[i], augmented = extract.AugmentSplit(s, f.augment, 1), true
+			}
+		}
+		if !augmented {
+			return usageErrorf("--augment adds views of the images of a train split with captions; this collection has none")
+		}
+	}
 	// Captions, ids, file names and split names are checked before the
 	// detector is loaded and a photo decoded: what a later step (train,
 	// index, the API) would refuse is refused now, naming the image.
@@ -432,6 +448,9 @@ func extractJoinArgs() []string {
 	}
 	if f.chunk != 64 {
 		args = append(args, "--chunk", strconv.Itoa(f.chunk))
+	}
+	if f.augment > 0 {
+		args = append(args, "--augment", strconv.Itoa(f.augment))
 	}
 	if f.flip {
 		args = append(args, "--flip")
