@@ -28,8 +28,12 @@ const fusionFormat = "xmr-fusion/1"
 // spread evenly over it (all of them in a smaller collection).
 const (
 	FusionDepth  = 100
-	FusionSample = 1000
+	FusionSample = 256
 )
+
+// fusionCheck is how many images and captions, spread over a collection,
+// WriteFusion compares between the members.
+const fusionCheck = 1000
 
 // FusionMember is one index of a fusion and its weight.
 type FusionMember struct {
@@ -73,7 +77,7 @@ var _ Searcher = (*Fusion)(nil)
 // WriteFusion makes dir a fusion of the member indexes (FusionFile,
 // written atomically; dir is created when missing). Every member must
 // open and hold the same images and captions in the same order as the
-// first: their counts, and the ids and texts of up to FusionSample items
+// first: their counts, and the ids and texts of up to 1,000 items
 // spread over them, are compared.
 func WriteFusion(ctx context.Context, dir string, members []FusionMember) error {
 	if len(members) < 2 {
@@ -155,13 +159,13 @@ func openMembers(ctx context.Context, dir string, members []FusionMember, o *Ope
 	return f, nil
 }
 
-// checkSameCollection compares the ids of up to FusionSample images and
+// checkSameCollection compares the ids of up to fusionCheck images and
 // the texts of as many captions of every member with the first's.
 func (f *Fusion) checkSameCollection(ctx context.Context) error {
 	first := f.members[0]
 	ni, nc := first.Len()
 	for k, ix := range f.members[1:] {
-		for _, i := range spread(ni, FusionSample) {
+		for _, i := range spread(ni, fusionCheck) {
 			a, err := first.cat.image(ctx, i)
 			if err != nil {
 				return err
@@ -174,7 +178,7 @@ func (f *Fusion) checkSameCollection(ctx context.Context) error {
 				return fmt.Errorf("fusion: image %d is %q in %s, %q in %s (member %d): want the same images in the same order", i, a.ID, first.dir, b.ID, ix.dir, k+2)
 			}
 		}
-		for _, i := range spread(nc, FusionSample) {
+		for _, i := range spread(nc, fusionCheck) {
 			a, err := first.cat.caption(ctx, i)
 			if err != nil {
 				return err

@@ -13,13 +13,17 @@ import (
 )
 
 // fusedScores is the fusion's definition, computed directly: each
-// model's scores of the query over every item standardised, weighted and
-// summed (the collections here are smaller than FusionSample: the sample
-// is every item).
+// model's scores of the query over every item standardised with their
+// mean and deviation over the FusionSample items spread over the
+// collection (all of them when it is smaller), weighted and summed.
 func fusedScores(cols [][]float32, weights []float32) []float32 {
 	out := make([]float32, len(cols[0]))
 	for m, c := range cols {
-		mean, sd := moments(c)
+		var sample []float32
+		for _, i := range spread(len(c), FusionSample) {
+			sample = append(sample, c[i])
+		}
+		mean, sd := moments(sample)
 		for i, v := range c {
 			out[i] += float32(float64(weights[m]) * (float64(v) - mean) / sd)
 		}
@@ -58,8 +62,9 @@ func TestFusionMatchesDirectFusion(t *testing.T) {
 		imgs, txts = append(imgs, i), append(txts, c)
 	}
 
-	// Text queries: 100 images, fewer than FusionDepth: every image is
-	// scored by both members, the ranking is the direct fusion's.
+	// Text queries: 100 images, fewer than FusionDepth and FusionSample:
+	// every image is scored by both members, the ranking is the direct
+	// fusion's.
 	for _, c := range []int{0, 7, 123, 499} {
 		got, err := f.SearchText(ctx, s.Captions[c], &SearchOptions{K: 10, Explain: true})
 		if err != nil {
@@ -79,8 +84,9 @@ func TestFusionMatchesDirectFusion(t *testing.T) {
 		}
 	}
 
-	// Image queries: 500 captions, each member ranks its best 100; the
-	// results' scores are their direct fused scores, in order.
+	// Image queries: 500 captions, each member ranks its best 100, and
+	// 256 of them give each member's mean and deviation; the results'
+	// scores are their direct fused scores, in order.
 	for _, i := range []int{0, 42, 99} {
 		got, err := f.SearchImage(ctx, s.ID(i), &SearchOptions{K: 10})
 		if err != nil {

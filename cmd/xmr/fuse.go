@@ -30,7 +30,7 @@ func init() {
 A search of the fused index ranks by each member: every item one of them
 ranks among its best 100 (at least --k) is scored by all, each member's
 scores of the query are standardised with their mean and deviation over
-1,000 items of the collection, weighted and summed (xmr eval --weights
+256 items of the collection, weighted and summed (xmr eval --weights
 scores a split the same way, to choose the weights). The members must hold
 the same images and captions in the same order; --out holds fusion.json,
 which names them (relative to --out when they lie inside it).`,
