@@ -8,6 +8,7 @@ import (
 
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/server"
 )
 
@@ -66,6 +67,15 @@ func runFuse(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageErrorf("--weights: %v", err)
 	}
+	// --out holds only fusion.json of the command's: a member may lie in
+	// it, --out may not be or lie in a member.
+	var inputs []outpath.Input
+	for _, dir := range f.indexes {
+		inputs = append(inputs, outpath.Input{Flag: "--index", Path: dir})
+	}
+	if err := checkOutputs(inputs, []outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Dir, Writes: []string{index.FusionFile}}}); err != nil {
+		return err
+	}
 	out, err := filepath.Abs(f.out)
 	if err != nil {
 		return err
@@ -75,9 +85,6 @@ func runFuse(ctx context.Context, args []string) error {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return err
-		}
-		if abs == out {
-			return usageErrorf("--index %s is --out: a member lies beside fusion.json or inside --out, not in its place", dir)
 		}
 		if rel, err := filepath.Rel(out, abs); err == nil && filepath.IsLocal(rel) {
 			abs = rel // inside --out: the fused index moves as one directory

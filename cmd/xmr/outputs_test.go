@@ -177,6 +177,12 @@ func TestOutputsNeverReplaceInputs(t *testing.T) {
 			works:   true,
 		},
 		{
+			name: "fuse", args: []string{"fuse", "--weights", "1,0.5"},
+			inputs:  []flagArg{{"--index", fx.idxA}, {"--index", fx.idxB}},
+			outputs: []outArg{{"--out", out("fused"), false}},
+			works:   true,
+		},
+		{
 			name: "synth", args: []string{"synth", "-n", "100", "--dim", "8", "--regions", "4", "--no-images"},
 			outputs: []outArg{{"--out", out("world"), false}},
 			works:   true,
@@ -329,6 +335,7 @@ type outputsFixture struct {
 	world, images, ckpt, runDir, rel, relSpice, sims, simsRel, simsRel2, caps string
 	feats, boxes, image, config, bert, vocab, pth                             string
 	karpathy, sizes, cocoAnns, photoCaps                                      string
+	idxA, idxB                                                                string // two indexes of the world's test split
 }
 
 // writeOutputsFixture writes, under dir, a synthetic world of 30 test and
@@ -346,6 +353,7 @@ func writeOutputsFixture(t *testing.T, dir string) outputsFixture {
 		feats: filepath.Join(dir, "feat.npy"), boxes: filepath.Join(dir, "boxes.npy"), image: filepath.Join(dir, "images", "0.png"),
 		bert: filepath.Join(dir, "bert"), pth: filepath.Join(dir, "official.pth"),
 		photoCaps: filepath.Join(dir, "photo-caps.txt"), karpathy: filepath.Join(dir, "dataset_x.json"), sizes: filepath.Join(dir, "sizes.txt"), cocoAnns: filepath.Join(dir, "captions_val.json"),
+		idxA: filepath.Join(dir, "a.idx"), idxB: filepath.Join(dir, "b.idx"),
 	}
 	if _, err := synth.Generate(context.Background(), fx.world, synth.Config{N: 90, Seed: 1, Dim: 16, Regions: 6, Noise: 0.1, NoImages: true, Dev: 30, Test: 30}); err != nil {
 		t.Fatal(err)
@@ -401,6 +409,11 @@ func writeOutputsFixture(t *testing.T, dir string) outputsFixture {
 	must(os.WriteFile(fx.karpathy, []byte(`{"images": []}`), 0o644))
 	must(os.WriteFile(fx.sizes, []byte("0 32 32\n"), 0o644))
 	must(os.WriteFile(fx.cocoAnns, []byte(`{"images": []}`), 0o644))
+	for _, idx := range []string{fx.idxA, fx.idxB} {
+		if _, stderr, code := run(t, "index", "--checkpoint", fx.ckpt, "--data", fx.world, "--split", "test", "--out", idx); code != 0 {
+			t.Fatalf("index %s: exit %d: %s", idx, code, stderr)
+		}
+	}
 	return fx
 }
 

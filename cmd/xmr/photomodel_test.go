@@ -207,9 +207,10 @@ func mkdir(t *testing.T, dir string) string {
 
 // TestIndexOnlySplitBuiltin checks a large folder's path: xmr extract
 // --taps s32 of a folder (an index-only split), then xmr index --data of
-// it with no checkpoint: the built-in model, its features recomputed from
-// the activations, the same scores as xmr index --images gives (to
-// float16's rounding of the activations); without the activations it is
+// it with no checkpoint: the built-in region model, its features
+// recomputed from the activations, the same scores as the region member of
+// the fusion that xmr index --images writes (to float16's rounding of the
+// activations); without the activations it is
 // refused, naming --taps.
 func TestIndexOnlySplitBuiltin(t *testing.T) {
 	shared := needPhotos(t)
@@ -241,7 +242,9 @@ func TestIndexOnlySplitBuiltin(t *testing.T) {
 		}
 		return m
 	}
-	a, b := imageScores(fromData), imageScores(fromImages)
+	// The photos' index is the built-in fusion: its region model's
+	// member is what the extracted split's index holds.
+	a, b := imageScores(fromData), imageScores(filepath.Join(fromImages, regionsMember))
 	if len(a) != 8 || len(b) != 8 {
 		t.Fatalf("%d and %d results, want 8", len(a), len(b))
 	}
