@@ -29,7 +29,7 @@ func init() {
   xmr search --index idx/fused --text "a dog runs through the grass"
 
 A search of the fused index ranks by each member: every item one of them
-ranks among its best 100 (at least --k) is scored by all, each member's
+ranks among its best 100 (at least the k asked for) is scored by all, each member's
 scores of the query are standardised with their mean and deviation over
 256 items of the collection, weighted and summed (xmr eval --weights
 scores a split the same way, to choose the weights). The members must hold
