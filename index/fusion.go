@@ -165,7 +165,7 @@ func (f *Fusion) checkSameCollection(ctx context.Context) error {
 	first := f.members[0]
 	ni, nc := first.Len()
 	for k, ix := range f.members[1:] {
-		for _, i := range spread(ni, fusionCheck) {
+		for _, i := range strided(ni, fusionCheck) {
 			a, err := first.cat.image(ctx, i)
 			if err != nil {
 				return err
@@ -178,7 +178,7 @@ func (f *Fusion) checkSameCollection(ctx context.Context) error {
 				return fmt.Errorf("fusion: image %d is %q in %s, %q in %s (member %d): want the same images in the same order", i, a.ID, first.dir, b.ID, ix.dir, k+2)
 			}
 		}
-		for _, i := range spread(nc, fusionCheck) {
+		for _, i := range strided(nc, fusionCheck) {
 			a, err := first.cat.caption(ctx, i)
 			if err != nil {
 				return err
@@ -193,23 +193,6 @@ func (f *Fusion) checkSameCollection(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// spread returns up to m item numbers of 0..n-1, evenly spread (all of
-// them when n <= m).
-func spread(n, m int) []int {
-	if n <= m {
-		out := make([]int, n)
-		for i := range out {
-			out[i] = i
-		}
-		return out
-	}
-	out := make([]int, m)
-	for i := range out {
-		out[i] = int(int64(i) * int64(n) / int64(m))
-	}
-	return out
 }
 
 // Members returns the member indexes, in order; the Fusion owns them.
@@ -316,7 +299,7 @@ func (f *Fusion) search(ctx context.Context, qs []*query, words []string, queryB
 	for _, seg := range qs[0].segs {
 		total += seg.header.Items
 	}
-	sample := spread(total, FusionSample)
+	sample := strided(total, FusionSample)
 	fused := make([]float32, len(union))
 	for m, ix := range f.members {
 		sc, err := scoreItems(ctx, qs[m], append(sample[:len(sample):len(sample)], union...))

@@ -20,7 +20,7 @@ func fusedScores(cols [][]float32, weights []float32) []float32 {
 	out := make([]float32, len(cols[0]))
 	for m, c := range cols {
 		var sample []float32
-		for _, i := range spread(len(c), FusionSample) {
+		for _, i := range strided(len(c), FusionSample) {
 			sample = append(sample, c[i])
 		}
 		mean, sd := moments(sample)

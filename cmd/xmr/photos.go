@@ -231,16 +231,9 @@ func indexPhotos(ctx context.Context, f photoJob) error {
 	if err != nil {
 		return err
 	}
-	items, err := extract.FolderItems(f.images)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
-	fs, kept, skips, err := extract.Collect(ctx, e, items, workers, f.ext.limits(), true)
+	fs, kept, skips, err := collectFolder(ctx, f, e, workers)
 	if err != nil {
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted while extracting; %s is as it was", f.out)}
-		}
 		return err
 	}
 	extracted := time.Since(start)
@@ -257,9 +250,30 @@ func indexPhotos(ctx context.Context, f photoJob) error {
 		}
 		return err
 	}
-	el := time.Since(start)
-	fmt.Fprintf(stdout, "indexed %d photos of %s in %s (%.1f images/s; extraction %s)\n",
-		st.Images, f.images, el.Round(time.Millisecond), float64(st.Images)/el.Seconds(), extracted.Round(time.Millisecond))
+	return reportFolder(f, st.Images, time.Since(start), extracted, skips, "")
+}
+
+// collectFolder extracts the photos of the folder f.images with e on
+// workers goroutines: their features, the items kept and those skipped
+// as unreadable.
+func collectFolder(ctx context.Context, f photoJob, e *extract.Extractor, workers int) ([]*extract.Features, []extract.Item, []extract.Skip, error) {
+	items, err := extract.FolderItems(f.images)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fs, kept, skips, err := extract.Collect(ctx, e, items, workers, f.ext.limits(), true)
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil, nil, nil, &interruptedError{err: err, msg: fmt.Sprintf("interrupted while extracting; %s is as it was", f.out)}
+	}
+	return fs, kept, skips, err
+}
+
+// reportFolder prints what indexing the folder f.images into f.out did
+// (n photos in el, of which extraction took extracted; what, when not
+// empty, follows the line) and the photos skipped, which make its error.
+func reportFolder(f photoJob, n int, el, extracted time.Duration, skips []extract.Skip, what string) error {
+	fmt.Fprintf(stdout, "indexed %d photos of %s in %s (%.1f images/s; extraction %s)%s\n",
+		n, f.images, el.Round(time.Millisecond), float64(n)/el.Seconds(), extracted.Round(time.Millisecond), what)
 	for _, sk := range skips {
 		fmt.Fprintf(stdout, "skipped %s: %s\n", sk.Path, sk.Err)
 	}

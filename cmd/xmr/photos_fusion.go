@@ -70,16 +70,9 @@ func indexPhotoFusion(ctx context.Context, f photoJob, partner string, weight fl
 	if et, err = et.WithUntunedGlobal(); err != nil {
 		return err
 	}
-	items, err := extract.FolderItems(f.images)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
-	fs, kept, skips, err := extract.Collect(ctx, et, items, workers, f.ext.limits(), true)
+	fs, kept, skips, err := collectFolder(ctx, f, et, workers)
 	if err != nil {
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted while extracting; %s is as it was", f.out)}
-		}
 		return err
 	}
 	extracted := time.Since(start)
@@ -121,17 +114,7 @@ func indexPhotoFusion(ctx context.Context, f photoJob, partner string, weight fl
 	if err := index.WriteFusion(ctx, f.out, members); err != nil {
 		return err
 	}
-	el := time.Since(start)
-	fmt.Fprintf(stdout, "indexed %d photos of %s in %s (%.1f images/s; extraction %s), fused: %s and %s (weight %g)\n",
-		st.Images, f.images, el.Round(time.Millisecond), float64(st.Images)/el.Seconds(), extracted.Round(time.Millisecond), m.Name(), pm.Name(), weight)
-	for _, sk := range skips {
-		fmt.Fprintf(stdout, "skipped %s: %s\n", sk.Path, sk.Err)
-	}
-	fmt.Fprintf(stdout, "search it: xmr search --index %s --text %q\n", f.out, "a dog on a sofa")
-	if len(skips) > 0 {
-		return &skippedError{n: len(skips)}
-	}
-	return nil
+	return reportFolder(f, st.Images, time.Since(start), extracted, skips, fmt.Sprintf(", fused: %s and %s (weight %g)", m.Name(), pm.Name(), weight))
 }
 
 // checkFusionOut refuses an --out that a fused folder index cannot be
