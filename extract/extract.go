@@ -61,11 +61,12 @@ type Options struct {
 	// the cut's Node), which Run checks. Taps are extra data beside the
 	// same features: they do not change the Identity.
 	Taps string
-	// UntunedGlobal asks, of an extractor whose detector has a fine-tuned
-	// part (Tuning), for the global vector of the detector as published
-	// as well (Features.UntunedGlobal): what a global-vector model trained
-	// on the published detector's features reads, from the same run.
-	UntunedGlobal bool
+	// Untuned asks, of an extractor whose detector has a fine-tuned part
+	// (Tuning), for the features of the detector as published as well
+	// (Features.UntunedRegions and UntunedGlobal, over the same boxes):
+	// what a model trained on the published detector's features reads,
+	// from the same run.
+	Untuned bool
 }
 
 // DefaultMinScore is the detection score a detected box needs to become a
@@ -195,10 +196,10 @@ type Features struct {
 	// Global is the whole image's vector: the mean of each chosen map over
 	// every cell, concatenated.
 	Global []float32
-	// UntunedGlobal is Global as the detector without its fine-tuned part
-	// makes it (Options.UntunedGlobal; the Identity without Tuned), nil
-	// otherwise.
-	UntunedGlobal []float32
+	// UntunedRegions and UntunedGlobal are Regions and Global as the
+	// detector without its fine-tuned part makes them (Options.Untuned;
+	// the Identity without Tuned), over the same boxes; nil otherwise.
+	UntunedRegions, UntunedGlobal []float32
 	// Width and Height are the upright image's size in pixels.
 	Width, Height int
 	// Tap is the detector's activation at the cut that Options.Taps names,
@@ -225,7 +226,7 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 	if len(p.RGB) != S*S*3 {
 		return nil, fmt.Errorf("extractor: picture has %d values, want %d", len(p.RGB), S*S*3)
 	}
-	untuned := e.opt.UntunedGlobal && e.ident.Tuned != ""
+	untuned := e.opt.Untuned && e.ident.Tuned != ""
 	out, err := e.det.Run(ctx, p.RGB, detect.RunOptions{MaxDetections: e.opt.maxBoxes(), MinScore: e.opt.minScore(), KeepUntuned: untuned})
 	if err != nil {
 		return nil, err
@@ -249,6 +250,7 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 		Width:   p.Width, Height: p.Height,
 	}
 	if untuned {
+		f.UntunedRegions = make([]float32, len(boxes)*D)
 		f.UntunedGlobal = make([]float32, D)
 	}
 	off := 0
@@ -269,6 +271,13 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 			um := m
 			if k := slices.IndexFunc(out.Untuned, func(u detect.FeatureMap) bool { return u.Name == m.Name }); k >= 0 {
 				um = &out.Untuned[k]
+			}
+			for r, b := range boxes {
+				if um == m {
+					copy(f.UntunedRegions[r*D+off:r*D+off+m.C], f.Regions[r*D+off:r*D+off+m.C])
+				} else {
+					ROIAlign(um, b.Box, f.UntunedRegions[r*D+off:r*D+off+m.C])
+				}
 			}
 			meanMap(um, f.UntunedGlobal[off:off+m.C])
 		}

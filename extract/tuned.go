@@ -8,10 +8,10 @@ func (e *Extractor) Detector() Detector { return e.det }
 // place of the published one).
 func (e *Extractor) WithDetector(det Detector) (*Extractor, error) { return New(det, e.opt) }
 
-// WithUntunedGlobal returns e asking its fine-tuned detector for the
-// published detector's global vector too (Options.UntunedGlobal).
-func (e *Extractor) WithUntunedGlobal() (*Extractor, error) {
+// WithUntuned returns e asking its fine-tuned detector for the published
+// detector's regions and global vector too (Options.Untuned).
+func (e *Extractor) WithUntuned() (*Extractor, error) {
 	opt := e.opt
-	opt.UntunedGlobal = true
+	opt.Untuned = true
 	return New(e.det, opt)
 }

@@ -11,11 +11,11 @@ import (
 	"github.com/xmr-project/xmr/internal/detecttest"
 )
 
-// TestUntunedGlobal checks that an extractor whose detector has a changed
-// fine-tuned part gives, with Options.UntunedGlobal, the global vector of
-// the detector as published from the same run, bit for bit, beside its
-// own, which differs in the part's map only.
-func TestUntunedGlobal(t *testing.T) {
+// TestUntuned checks that an extractor whose detector has a changed
+// fine-tuned part gives, with Options.Untuned, the regions and global
+// vector of the detector as published from the same run, bit for bit,
+// beside its own, which differ in the part's map only.
+func TestUntuned(t *testing.T) {
 	d := detecttest.Detector(t)
 	cut, err := detect.CutNamed("s32")
 	if err != nil {
@@ -50,7 +50,7 @@ func TestUntunedGlobal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := New(tuned, Options{UntunedGlobal: true})
+	both, err := New(tuned, Options{Untuned: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +61,11 @@ func TestUntunedGlobal(t *testing.T) {
 	if !slices.Equal(got.UntunedGlobal, want.Global) {
 		t.Fatal("UntunedGlobal differs from the published detector's global vector")
 	}
-	if slices.Equal(got.Global, want.Global) {
-		t.Fatal("the tuned extractor's own global vector equals the published one: the part's change did not reach it")
+	if !slices.Equal(got.UntunedRegions, want.Regions) || !slices.Equal(got.Boxes, want.Boxes) {
+		t.Fatal("UntunedRegions differ from the published detector's regions")
+	}
+	if slices.Equal(got.Global, want.Global) || slices.Equal(got.Regions, want.Regions) {
+		t.Fatal("the tuned extractor's own features equal the published ones: the part's change did not reach them")
 	}
 	alone, err := New(tuned, Options{})
 	if err != nil {
@@ -72,14 +75,18 @@ func TestUntunedGlobal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.UntunedGlobal != nil || !slices.Equal(f.Global, got.Global) || !slices.Equal(f.Regions, got.Regions) {
-		t.Fatal("without UntunedGlobal: want the same features and no untuned vector")
+	if f.UntunedGlobal != nil || f.UntunedRegions != nil || !slices.Equal(f.Global, got.Global) || !slices.Equal(f.Regions, got.Regions) {
+		t.Fatal("without Untuned: want the same features and no untuned ones")
 	}
-	asked, err := New(d, Options{UntunedGlobal: true})
+	asked, err := New(d, Options{Untuned: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, err := asked.Run(ctx, pic); err != nil || g.UntunedGlobal != nil {
-		t.Fatalf("the published detector with no part: %v, %d untuned values; want none", err, len(g.UntunedGlobal))
+	g, err := asked.Run(ctx, pic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.UntunedGlobal != nil || g.UntunedRegions != nil {
+		t.Fatalf("the published detector with no part: %d untuned values; want none", len(g.UntunedGlobal)+len(g.UntunedRegions))
 	}
 }

@@ -4,9 +4,10 @@
 // --images DIR`, `xmr serve --images DIR` with no checkpoint): TERAN with
 // the detector's last block fine-tuned (configs/teran-photos-tuned.yaml),
 // fused with SEAM-E on the published detector's global vectors
-// (configs/seam-e-photos.yaml) at PartnerWeight, as xmr demo --photos
-// fuses them. scripts/photo-model makes both again; docs/photos.md gives
-// their recall.
+// (configs/seam-e-photos.yaml, five models: seeds 1 to 5) and TERN on its
+// regions (configs/tern-photos.yaml), each at its Partner's weight.
+// scripts/photo-model makes them all again; docs/photos.md gives their
+// recall.
 //
 // The models learned from Flickr8k (Hodosh, Young and Hockenmaier, 2013),
 // whose photos are Flickr users' and whose captions were collected for
@@ -16,7 +17,7 @@ package photomodel
 import (
 	"bytes"
 	"crypto/sha256"
-	_ "embed" // the model file
+	"embed"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -25,40 +26,84 @@ import (
 	"github.com/xmr-project/xmr/atomicfile"
 )
 
-// FileName is the region model's file in this package's directory;
-// PartnerFileName the global-vector model's.
-const (
-	FileName        = "flickr8k-teran-tuned.safetensors"
-	PartnerFileName = "flickr8k-seam-e.safetensors"
-)
+// FileName is the region model's file in this package's directory.
+const FileName = "flickr8k-teran-tuned.safetensors"
 
-// PartnerWeight is the global-vector model's weight in the fusion (the
-// region model's is 1), chosen on Flickr8k's val split.
-const PartnerWeight = 0.2
+// files holds every model's file.
+//
+//go:embed *.safetensors
+var files embed.FS
 
-var (
-	//go:embed flickr8k-teran-tuned.safetensors
-	file []byte
-	//go:embed flickr8k-seam-e.safetensors
-	partner []byte
-)
+// A Partner is a model fused with the region model in the built-in photo
+// model. Each reads the features of the detector as published (not the
+// region model's fine-tuned part), which the same run of the detector
+// gives beside the region model's (extract.Options.Untuned).
+type Partner struct {
+	// Name names the partner's index in a fused folder index's directory.
+	Name string
+	// File is the model's file in this package's directory.
+	File string
+	// Weight is its weight in the fusion (the region model's is 1),
+	// chosen on Flickr8k's val split.
+	Weight float32
+}
 
-// Size returns the size in bytes of both models' files.
-func Size() int { return len(file) + len(partner) }
+// seamESeeds is how many SEAM-E models the photo model fuses: the same
+// recipe trained with seeds 1, 2, ... (xmr demo --photos trains them).
+const seamESeeds = 5
+
+// Partners returns the models fused with the region model: SEAM-E on the
+// published detector's global vectors (configs/seam-e-photos.yaml),
+// trained with seeds 1 to 5, and TERN on its regions
+// (configs/tern-photos.yaml).
+func Partners() []Partner {
+	var ps []Partner
+	for k := 1; k <= seamESeeds; k++ {
+		p := Partner{Name: "global", File: "flickr8k-seam-e.safetensors", Weight: 0.08}
+		if k > 1 {
+			p.Name, p.File = fmt.Sprintf("global-%d", k), fmt.Sprintf("flickr8k-seam-e-%d.safetensors", k)
+		}
+		ps = append(ps, p)
+	}
+	return append(ps, Partner{Name: "tern", File: "flickr8k-tern.safetensors", Weight: 0.5})
+}
+
+// Size returns the size in bytes of every model's file.
+func Size() int {
+	n := 0
+	for _, name := range append([]string{FileName}, partnerFiles()...) {
+		b, _ := files.ReadFile(name)
+		n += len(b)
+	}
+	return n
+}
+
+// partnerFiles returns the partners' file names.
+func partnerFiles() []string {
+	var names []string
+	for _, p := range Partners() {
+		names = append(names, p.File)
+	}
+	return names
+}
 
 // Path returns the path of the region model's file under the cache
 // directory (e.g. detect.DefaultCacheDir()), writing it there (atomically)
 // the first time: its name carries its content's hash, so a newer xmr's
 // model never meets an older one's file.
-func Path(cache string) (string, error) { return write(cache, FileName, file) }
+func Path(cache string) (string, error) { return write(cache, FileName) }
 
-// PartnerPath returns the path of the global-vector model's file under
-// the cache directory, as Path does for the region model's.
-func PartnerPath(cache string) (string, error) { return write(cache, PartnerFileName, partner) }
+// Path returns the path of the partner's file under the cache directory,
+// as the package's Path does for the region model's.
+func (p Partner) Path(cache string) (string, error) { return write(cache, p.File) }
 
-// write writes b as name, prefixed by its hash, under cache/photomodel
-// unless it is there.
-func write(cache, name string, b []byte) (string, error) {
+// write writes the file name, prefixed by its hash, under
+// cache/photomodel unless it is there.
+func write(cache, name string) (string, error) {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		return "", fmt.Errorf("the built-in photo model: %w", err)
+	}
 	sum := sha256.Sum256(b)
 	dir := filepath.Join(cache, "photomodel")
 	path := filepath.Join(dir, hex.EncodeToString(sum[:8])+"-"+name)

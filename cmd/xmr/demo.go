@@ -121,7 +121,7 @@ index that the first one made.`,
 // what the photo demo writes into its own.
 var (
 	demoWrites      = []string{"world", "run", "index", demoConfigFile, "alignment-*.png", "query-*.png"}
-	photoDemoWrites = []string{"features", "run", "index", demoConfigFile, partnerRun, partnerIndex, fusedIndex, partnerMarkerFile, "alignment-*.png", "query-*.png"}
+	photoDemoWrites = append([]string{"features", "run", "index", demoConfigFile, fusedIndex, "alignment-*.png", "query-*.png"}, partnerWrites()...)
 )
 
 // demoSteps is how many steps the demo prints.

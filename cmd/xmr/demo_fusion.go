@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/checkpoint"
@@ -18,33 +19,69 @@ import (
 	"github.com/xmr-project/xmr/train"
 )
 
-// The photo demo fuses its region model with a global-vector model
-// trained on the same photos: the two read a photo differently and err
-// differently, and their fusion ranks better than either (docs/photos.md,
-// "Fusing a region model with a global one").
+// The photo demo fuses its region model with global-vector models
+// trained on the same photos: they read a photo differently and err
+// differently, and their fusion ranks better than either
+// (docs/photos.md, "Fusing a region model with a global one").
 const (
-	// partnerConfig is the global-vector model's config.
+	// partnerConfig is the global-vector models' config; partnerSeeds how
+	// many are trained, with seeds 1, 2, ...: SEAM-E's runs differ from
+	// seed to seed, and their errors too, so that several fused rank
+	// better than one.
 	partnerConfig = "seam-e-photos"
-	// partnerWeight is its weight in the fusion (the region model's is 1),
-	// chosen on Flickr8k's val split.
-	partnerWeight = 0.2
-	// partnerBudget bounds its training; it stops sooner by itself (its
-	// validations stop improving after about 80 seconds on Flickr8k).
+	partnerSeeds  = 5
+	// partnerWeight is each one's weight in the fusion (the region
+	// model's is 1), chosen on Flickr8k's val split.
+	partnerWeight = 0.08
+	// partnerBudget bounds each one's training; it stops sooner by itself
+	// (its validations stop improving after about 80 seconds on
+	// Flickr8k).
 	partnerBudget = 5 * time.Minute
 	// partnerMarkerFile marks the model trained in partnerRun.
 	partnerMarkerFile = ".demo-global.yaml"
 	// partnerRun, partnerIndex and fusedIndex are where, in the demo's
-	// directory, the global-vector model is trained and indexed, and
-	// where the fusion of the two indexes is written.
+	// directory, the first global-vector model is trained and indexed
+	// (the others' add "-2", "-3", ...: partnerPath), and where the
+	// fusion of the indexes is written.
 	partnerRun   = "run-global"
 	partnerIndex = "index-global"
 	fusedIndex   = "fused"
 )
 
-// demoPartner is the global-vector model a demo source fuses with its
+// partnerPath returns name for the first global-vector model (k = 0), and
+// name with "-2", "-3", ... for the others (before a file's extension).
+func partnerPath(name string, k int) string {
+	if k == 0 {
+		return name
+	}
+	ext := filepath.Ext(name)
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(name, ext), k+1, ext)
+}
+
+// partnerWrites are the names that the partners' runs, indexes and
+// markers take in the demo's directory.
+func partnerWrites() []string {
+	var ws []string
+	for k := range partnerSeeds {
+		ws = append(ws, partnerPath(partnerRun, k), partnerPath(partnerIndex, k), partnerPath(partnerMarkerFile, k))
+	}
+	return ws
+}
+
+// partnerWeights returns the weights of the main model and the partners
+// in the fusion, as xmr eval --weights takes them.
+func partnerWeights() string {
+	w := "1"
+	for range partnerSeeds {
+		w += fmt.Sprintf(",%g", partnerWeight)
+	}
+	return w
+}
+
+// demoPartner is the global-vector models a demo source fuses with its
 // main model (photoDemo), or none (nil).
 type demoPartner struct {
-	// data is the data set it trains on: the global vectors that xmr
+	// data is the data set they train on: the global vectors that xmr
 	// extract writes beside the regions.
 	data string
 	// held loads the held-out split from data.
@@ -52,14 +89,14 @@ type demoPartner struct {
 }
 
 // fused is what the demo's fusion stage leaves for the index and the page:
-// the partner's model, its held-out split and its embeddings of it.
+// the partners' models, the held-out split and their embeddings of it.
 type fused struct {
 	partner *demoPartner
-	model   model.Model
-	cf      *checkpoint.File
+	models  []model.Model
+	cfs     []*checkpoint.File
 	split   *data.Split
-	res     *eval.ModelResult // the partner's alone
-	report  *eval.Report      // the fusion's
+	res     []*eval.ModelResult // each partner's alone
+	report  *eval.Report        // the fusion's
 }
 
 // close releases what f holds.
@@ -67,44 +104,52 @@ func (f *fused) close() {
 	if f == nil {
 		return
 	}
-	f.cf.Close()
-	f.split.Close()
-}
-
-// trainPartner trains the partner model in dir/partnerRun (step 2), or
-// finds it trained with the same config before.
-func trainPartner(ctx context.Context, o demoOptions, p *demoPartner, again bool) error {
-	cfg, err := train.LoadConfig(partnerConfig)
-	if err != nil {
-		return err
-	}
-	run := filepath.Join(o.dir, partnerRun)
-	best := filepath.Join(run, "best-rsum.safetensors")
-	marker := filepath.Join(o.dir, partnerMarkerFile)
-	trained := demoMarker(cfg, 0, partnerBudget)
-	if reuse, _ := demoReuse(best, marker, cfg, trained); reuse && !again {
-		step(2, "using the global-vector model in %s, fused with it", run)
-		return nil
-	}
-	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	step(2, "training %s on the photos' global vectors in %s, to fuse with the region model (it stops by itself, at most %s)", partnerConfig, run, partnerBudget)
-	opts := train.Options{Config: cfg, Data: data.Source{Path: p.data}, Out: run, ValImages: photoValImages, TimeBudget: partnerBudget, Overwrite: true}
-	return demoTrain(ctx, opts, marker, trained)
-}
-
-// evaluateFusion evaluates the partner on the held-out split and the
-// fusion of its similarities with those of the main model (res, on split
-// with the evaluation options mo; step 3), and prints the fusion's table.
-func evaluateFusion(ctx context.Context, o demoOptions, p *demoPartner, split *data.Split, res *eval.ModelResult, mo eval.ModelOptions) (*fused, error) {
-	pm, cf, err := model.Load(filepath.Join(o.dir, partnerRun, "best-rsum.safetensors"))
-	if err != nil {
-		return nil, err
-	}
-	f := &fused{partner: p, model: pm, cf: cf}
-	if f.split, err = p.held(ctx); err != nil {
+	for _, cf := range f.cfs {
 		cf.Close()
+	}
+	if f.split != nil {
+		f.split.Close()
+	}
+}
+
+// trainPartner trains the partner models in dir/partnerRun and the
+// others' runs (step 2), or finds them trained with the same config and
+// seed before.
+func trainPartner(ctx context.Context, o demoOptions, p *demoPartner, again bool) error {
+	for k := range partnerSeeds {
+		cfg, err := train.LoadConfig(partnerConfig)
+		if err != nil {
+			return err
+		}
+		cfg.Training.Seed = uint64(k + 1)
+		run := filepath.Join(o.dir, partnerPath(partnerRun, k))
+		best := filepath.Join(run, "best-rsum.safetensors")
+		marker := filepath.Join(o.dir, partnerPath(partnerMarkerFile, k))
+		trained := demoMarker(cfg, 0, partnerBudget)
+		if reuse, _ := demoReuse(best, marker, cfg, trained); reuse && !again {
+			step(2, "using the global-vector model in %s, fused with it", run)
+			continue
+		}
+		if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		step(2, "training %s (seed %d of %d) on the photos' global vectors in %s, to fuse with the region model (it stops by itself, at most %s)", partnerConfig, k+1, partnerSeeds, run, partnerBudget)
+		opts := train.Options{Config: cfg, Data: data.Source{Path: p.data}, Out: run, ValImages: photoValImages, TimeBudget: partnerBudget, Overwrite: true}
+		if err := demoTrain(ctx, opts, marker, trained); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evaluateFusion evaluates the partners on the held-out split and the
+// fusion of their similarities with those of the main model (res, on
+// split with the evaluation options mo; step 3), and prints the fusion's
+// table.
+func evaluateFusion(ctx context.Context, o demoOptions, p *demoPartner, split *data.Split, res *eval.ModelResult, mo eval.ModelOptions) (*fused, error) {
+	f := &fused{partner: p}
+	var err error
+	if f.split, err = p.held(ctx); err != nil {
 		return nil, err
 	}
 	if f.split.NumImages() != split.NumImages() || !slices.Equal(f.split.Captions, split.Captions) {
@@ -112,18 +157,32 @@ func evaluateFusion(ctx context.Context, o demoOptions, p *demoPartner, split *d
 		return nil, fmt.Errorf("%s: split %s holds %d images, the regions' %d: want the same photos and captions (xmr demo --fresh extracts them again)", p.data, split.Name, f.split.NumImages(), split.NumImages())
 	}
 	mo.Grounding = nil
-	if f.res, err = eval.EvaluateModels(ctx, []model.Model{pm}, f.split, mo); err != nil {
-		f.close()
-		return nil, err
+	sims, weights := []*eval.Matrix{res.Sims}, []float32{1}
+	var alone []string
+	for k := range partnerSeeds {
+		pm, cf, err := model.Load(filepath.Join(o.dir, partnerPath(partnerRun, k), "best-rsum.safetensors"))
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f.models, f.cfs = append(f.models, pm), append(f.cfs, cf)
+		r, err := eval.EvaluateModels(ctx, []model.Model{pm}, f.split, mo)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f.res = append(f.res, r)
+		sims, weights = append(sims, r.Sims), append(weights, partnerWeight)
+		alone = append(alone, fmt.Sprintf("%.1f", r.Report.Metrics.RSum))
 	}
-	fu, err := eval.Fuse([]*eval.Matrix{res.Sims, f.res.Sims}, []float32{1, partnerWeight})
+	fu, err := eval.Fuse(sims, weights)
 	if err == nil {
 		opts := mo.Options
 		opts.CaptionsPerImage = split.CapsPerImage
 		f.report, err = eval.EvaluateFused(fu, opts)
 	}
 	if err == nil {
-		fmt.Fprintf(stdout, "    %s alone: rsum %.1f; the two fused (weight %g, each query's scores standardised):\n", partnerConfig, f.res.Report.Metrics.RSum, partnerWeight)
+		fmt.Fprintf(stdout, "    %s alone, seeds 1-%d: rsum %s; fused with the region model (weight %g each, each query's scores standardised):\n", partnerConfig, partnerSeeds, strings.Join(alone, ", "), partnerWeight)
 		err = f.report.WriteTable(stdout)
 	}
 	if err != nil {
@@ -133,25 +192,14 @@ func evaluateFusion(ctx context.Context, o demoOptions, p *demoPartner, split *d
 	return f, nil
 }
 
-// indexFusion indexes the held-out split with the partner model into
-// dir/partnerIndex and writes the fusion of the main index (mainDir) with
-// it into dir/fusedIndex, which it returns (step 5).
+// indexFusion indexes the held-out split with each partner model into
+// dir/partnerIndex and the others' directories, and writes the fusion of
+// the main index (mainDir) with them into dir/fusedIndex, which it
+// returns (step 5).
 func indexFusion(ctx context.Context, dir, mainDir string, f *fused, rebuild bool) (string, error) {
-	mid, err := checkpointIdentity(f.cf)
-	if err != nil {
-		return "", err
-	}
 	rec, err := extract.ReadRecord(f.partner.data)
-	if err != nil || rec == nil || mid == nil {
-		return "", fmt.Errorf("the features in %s, or the model of %s, record no extractor: %v", f.partner.data, f.cf.Path(), err)
-	}
-	features, err := indexFeatures(mid, rec)
-	if err != nil {
-		return "", err
-	}
-	pdir := filepath.Join(dir, partnerIndex)
-	if err := writeDemoIndex(ctx, pdir, f.model, f.split, collection(f.split, ""), f.res, rebuild, nil, features); err != nil {
-		return "", err
+	if err != nil || rec == nil {
+		return "", fmt.Errorf("the features in %s record no extractor: %v", f.partner.data, err)
 	}
 	out := filepath.Join(dir, fusedIndex)
 	rel := func(d string) string {
@@ -160,10 +208,28 @@ func indexFusion(ctx context.Context, dir, mainDir string, f *fused, rebuild boo
 		}
 		return d
 	}
-	members := []index.FusionMember{{Dir: rel(mainDir), Weight: 1}, {Dir: rel(pdir), Weight: partnerWeight}}
+	members := []index.FusionMember{{Dir: rel(mainDir), Weight: 1}}
+	for k, m := range f.models {
+		mid, err := checkpointIdentity(f.cfs[k])
+		if err != nil {
+			return "", err
+		}
+		if mid == nil {
+			return "", fmt.Errorf("the model of %s records no extractor", f.cfs[k].Path())
+		}
+		features, err := indexFeatures(mid, rec)
+		if err != nil {
+			return "", err
+		}
+		pdir := filepath.Join(dir, partnerPath(partnerIndex, k))
+		if err := writeDemoIndex(ctx, pdir, m, f.split, collection(f.split, ""), f.res[k], rebuild, nil, features); err != nil {
+			return "", err
+		}
+		members = append(members, index.FusionMember{Dir: rel(pdir), Weight: partnerWeight})
+	}
 	if err := index.WriteFusion(ctx, out, members); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(stdout, "    %s fuses %s with %s (weight %g)\n", out, mainDir, pdir, partnerWeight)
+	fmt.Fprintf(stdout, "    %s fuses %s with %s and %d more (weight %g each)\n", out, mainDir, filepath.Join(dir, partnerIndex), partnerSeeds-1, partnerWeight)
 	return out, nil
 }

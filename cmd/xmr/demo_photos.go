@@ -259,11 +259,21 @@ func (p *photoDemo) partner() *demoPartner {
 	}}
 }
 
+// fusedEval is the command that evaluates the region model best fused
+// with the partners.
+func (p *photoDemo) fusedEval(best string) []string {
+	args := []string{"xmr", "eval", "--checkpoint", best}
+	for k := range partnerSeeds {
+		args = append(args, "--checkpoint", filepath.Join(p.dir, partnerPath(partnerRun, k)))
+	}
+	return append(args, "--weights", partnerWeights(), "--data", p.feats, "--split", p.held)
+}
+
 func (p *photoDemo) next(best, indexDir string, split *data.Split) ([][]string, string) {
 	fmt.Fprintf(stdout, "\nNext, on these photos:\n")
 	return [][]string{
 		{"xmr", "eval", "--checkpoint", best, "--data", p.feats, "--split", p.held},
-		{"xmr", "eval", "--checkpoint", best, "--checkpoint", filepath.Join(p.dir, partnerRun), "--weights", fmt.Sprintf("1,%g", partnerWeight), "--data", p.feats, "--split", p.held},
+		p.fusedEval(best),
 		{"xmr", "search", "--index", indexDir, "--text", firstCaption(split), "--explain"},
 		{"xmr", "index", "--checkpoint", best, "--images", "YOUR-PHOTOS", "--out", "my-photos.idx"},
 		{"xmr", "serve", "--index", indexDir, "--images", p.root},

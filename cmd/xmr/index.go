@@ -16,7 +16,6 @@ import (
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/outpath"
-	"github.com/xmr-project/xmr/photomodel"
 	"github.com/xmr-project/xmr/weaviate"
 )
 
@@ -129,11 +128,11 @@ func runIndex(ctx context.Context, args []string) error {
 	if err := checkWorkers(f.workers, false); err != nil {
 		return err
 	}
-	partner := "" // the built-in global-vector model, fused with the built-in region model
+	var partners []fusionPartner // the built-in models fused with the built-in region model
 	if f.checkpoint == "" && (f.images != "" && f.data.path == "" || f.data.path != "" && extract.IsIndexOnly(f.data.path, f.split)) {
 		// A folder of photos (or one that xmr extract made an index-only
 		// split of) and no model: the built-in photo model; a folder of
-		// photos, indexed now, as the fusion of its two models (an index
+		// photos, indexed now, as the fusion of its models (an index
 		// of the region model alone, built before, takes --append).
 		path, err := builtinPhotoModel(f.ext.models)
 		if err != nil {
@@ -141,7 +140,7 @@ func runIndex(ctx context.Context, args []string) error {
 		}
 		f.checkpoint = path
 		if f.images != "" && f.data.path == "" && f.backend == "local" && !(f.appendTo && !index.IsFusion(f.out) && fileExists(filepath.Join(f.out, "manifest.json"))) {
-			if partner, err = builtinPartner(f.ext.models); err != nil {
+			if partners, err = builtinPartners(f.ext.models); err != nil {
 				return err
 			}
 		}
@@ -191,8 +190,8 @@ func runIndex(ctx context.Context, args []string) error {
 			return usageErrorf("--images without --data builds a local index; extract the photos with xmr extract and index them with --data for --backend weaviate")
 		}
 		job := photoJob{checkpoint: f.checkpoint, images: f.images, out: f.out, mode: mode, layout: layout, workers: f.workers, ext: f.ext}
-		if partner != "" {
-			return indexPhotoFusion(ctx, job, partner, photomodel.PartnerWeight)
+		if partners != nil {
+			return indexPhotoFusion(ctx, job, partners)
 		}
 		return indexPhotos(ctx, job)
 	}

@@ -20,11 +20,10 @@ import (
 // was picked on val).
 const builtinValRSum = 218.1
 
-// builtinFusedValRSum is the rsum of the built-in photo model's two
-// models fused (its region model and its global-vector model at
-// photomodel.PartnerWeight) on the same photos, in half precision
-// (docs/photos.md).
-const builtinFusedValRSum = 234.9
+// builtinFusedValRSum is the rsum of the built-in photo model's models
+// fused (its region model and photomodel.Partners at their weights) on
+// the same photos, in half precision (docs/photos.md).
+const builtinFusedValRSum = 253.4
 
 // TestBuiltinPhotoModel extracts Flickr8k's 1,000 val photos from the
 // shared set as a user would (xmr extract with the taps of the model's
@@ -52,12 +51,16 @@ func TestBuiltinPhotoModel(t *testing.T) {
 	if rep.RSum < builtinValRSum-1.5 {
 		t.Errorf("rsum %.1f: the documented figure is %.1f", rep.RSum, builtinValRSum)
 	}
-	partner, err := photomodel.PartnerPath(cache)
-	if err != nil {
-		t.Fatal(err)
+	args, weights := []string{"eval", "--checkpoint", ckpt}, "1"
+	for _, p := range photomodel.Partners() {
+		path, err := p.Path(cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--checkpoint", path)
+		weights += fmt.Sprintf(",%g", p.Weight)
 	}
-	stdout, stderr, code := run(t, "eval", "--checkpoint", ckpt, "--checkpoint", partner, "--weights", fmt.Sprintf("1,%g", photomodel.PartnerWeight),
-		"--data", feats, "--split", "dev", "--json", "--no-ndcg")
+	stdout, stderr, code := run(t, append(args, "--weights", weights, "--data", feats, "--split", "dev", "--json", "--no-ndcg")...)
 	if code != 0 {
 		t.Fatalf("eval of the fusion: exit %d: %s", code, stderr)
 	}
@@ -81,7 +84,7 @@ func TestBuiltinPhotoModel(t *testing.T) {
 	linkAll(t, photos[:40], sub)
 	idx := filepath.Join(dir, "some.idx")
 	stdout, stderr, code = run(t, "index", "--images", sub, "--out", idx)
-	if code != 0 || !strings.Contains(stdout, "indexed 40 photos") || !strings.Contains(stdout, "fused: teran and seam") || !strings.Contains(stderr, "built-in photo model") {
+	if code != 0 || !strings.Contains(stdout, "indexed 40 photos") || !strings.Contains(stdout, fmt.Sprintf("fused: teran + %g x seam", photomodel.Partners()[0].Weight)) || !strings.Contains(stdout, "x tern") || !strings.Contains(stderr, "built-in photo model") {
 		t.Fatalf("index --images without --checkpoint: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	ix, err := index.OpenFusion(context.Background(), idx, nil)
@@ -91,6 +94,9 @@ func TestBuiltinPhotoModel(t *testing.T) {
 	defer ix.Close()
 	if n, _ := ix.Len(); n != 40 {
 		t.Fatalf("the index holds %d photos, want 40", n)
+	}
+	if got, want := len(ix.Members()), 1+len(photomodel.Partners()); got != want {
+		t.Fatalf("the fusion has %d members, want the region model and its %d partners", got, want-1)
 	}
 }
 
@@ -180,7 +186,7 @@ func TestFolderIndex(t *testing.T) {
 	}{
 		{[]string{"index", "--images", folder, "--out", fused, "--models", cache}, 0, ""},
 		{[]string{"index", "--images", folder, "--out", fused, "--models", cache}, 1, "already holds a fused index: --overwrite replaces it"},
-		{[]string{"index", "--images", folder, "--out", fused, "--models", cache, "--append"}, 2, "--append: the built-in photo model's index of " + fused + " is a fusion of two indexes"},
+		{[]string{"index", "--images", folder, "--out", fused, "--models", cache, "--append"}, 2, "--append: the built-in photo model's index of " + fused + " is a fusion of several indexes"},
 		{[]string{"index", "--images", folder, "--out", fused, "--models", cache, "--overwrite"}, 0, ""},
 		{[]string{"index", "--images", folder, "--out", plain, "--models", cache, "--checkpoint", ckpt}, 0, ""},
 		{[]string{"index", "--images", folder, "--out", plain, "--models", cache, "--overwrite"}, 1, "holds an index of one model"},
@@ -210,8 +216,8 @@ func mkdir(t *testing.T, dir string) string {
 // it with no checkpoint: the built-in region model, its features
 // recomputed from the activations, the same scores as the region member of
 // the fusion that xmr index --images writes (to float16's rounding of the
-// activations); without the activations it is
-// refused, naming --taps.
+// activations), whose other members score as each partner's own index of
+// the photos; without the activations it is refused, naming --taps.
 func TestIndexOnlySplitBuiltin(t *testing.T) {
 	shared := needPhotos(t)
 	dir := t.TempDir()
@@ -251,6 +257,29 @@ func TestIndexOnlySplitBuiltin(t *testing.T) {
 	for id, s := range a {
 		if d := math.Abs(s - b[id]); d > 1e-2 {
 			t.Errorf("%s: score %v from the extracted split, %v from the photos", id, s, b[id])
+		}
+	}
+
+	// Each partner's member holds what the partner makes of the
+	// published detector's features: its own index of the photos scores
+	// them alike.
+	for _, p := range photomodel.Partners() {
+		path, err := p.Path(detect.DefaultCacheDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone := filepath.Join(dir, p.Name+".idx")
+		if _, stderr, code := run(t, "index", "--checkpoint", path, "--images", folder, "--out", alone); code != 0 {
+			t.Fatalf("index --images with %s: exit %d: %s", p.File, code, stderr)
+		}
+		a, b := imageScores(alone), imageScores(filepath.Join(fromImages, p.Name))
+		if len(a) != 8 || len(b) != 8 {
+			t.Fatalf("%s: %d and %d results, want 8", p.Name, len(a), len(b))
+		}
+		for id, s := range a {
+			if d := math.Abs(s - b[id]); d > 1e-4 {
+				t.Errorf("%s: %s: score %v from its own index, %v from the fusion's member", p.Name, id, s, b[id])
+			}
 		}
 	}
 

@@ -19,7 +19,6 @@ import (
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
-	"github.com/xmr-project/xmr/photomodel"
 	"github.com/xmr-project/xmr/server"
 )
 
@@ -293,7 +292,7 @@ func (e *skippedError) Error() string {
 }
 
 // folderIndex returns the index of the photos in the folder images, with
-// the built-in photo model (its two models fused: indexPhotoFusion): one
+// the built-in photo model (its models fused: indexPhotoFusion): one
 // that an earlier call built under the models' cache directory (cache,
 // default detect.DefaultCacheDir()) when it holds as many photos as the
 // folder, else built now.
@@ -302,7 +301,7 @@ func folderIndex(ctx context.Context, images, cache string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	partner, err := builtinPartner(cache)
+	partners, err := builtinPartners(cache)
 	if err != nil {
 		return "", err
 	}
@@ -310,7 +309,11 @@ func folderIndex(ctx context.Context, images, cache string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	key := sha256.Sum256([]byte(abs + "\n" + filepath.Base(ckpt) + "\n" + filepath.Base(partner)))
+	id := abs + "\n" + filepath.Base(ckpt)
+	for _, p := range partners {
+		id += "\n" + filepath.Base(p.path)
+	}
+	key := sha256.Sum256([]byte(id))
 	dir := filepath.Join(filepath.Dir(filepath.Dir(ckpt)), "indexes", hex.EncodeToString(key[:8]))
 	items, err := extract.FolderItems(images)
 	if err != nil {
@@ -326,7 +329,7 @@ func folderIndex(ctx context.Context, images, cache string) (string, error) {
 	}
 	fmt.Fprintf(stdout, "indexing the %d photos of %s with the built-in photo model into %s\n", len(items), images, dir)
 	err = indexPhotoFusion(ctx, photoJob{checkpoint: ckpt, images: images, out: dir, mode: index.Overwrite,
-		ext: extractorFlags{maxBoxes: 36, minScore: extract.DefaultMinScore, maxPixels: extract.DefaultMaxPixels, models: cache}}, partner, photomodel.PartnerWeight)
+		ext: extractorFlags{maxBoxes: 36, minScore: extract.DefaultMinScore, maxPixels: extract.DefaultMaxPixels, models: cache}}, partners)
 	var sk *skippedError
 	if errors.As(err, &sk) {
 		slog.Warn("some photos could not be read; serving the others", "skipped", sk.n)

@@ -12,36 +12,49 @@ import (
 	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/photomodel"
 )
 
-// The members of a fused index of a folder of photos (indexPhotoFusion),
-// inside its directory.
-const (
-	regionsMember = "regions"
-	globalMember  = "global"
-)
+// regionsMember is the directory of a fused folder index's region model
+// (the one that fine-tuned the detector) inside it (indexPhotoFusion).
+const regionsMember = "regions"
 
-// builtinPartner returns the file of the built-in photo model's
-// global-vector model (package photomodel), written under the models'
-// cache directory (cache, default detect.DefaultCacheDir()) the first
-// time.
-func builtinPartner(cache string) (string, error) {
+// A fusionPartner is a model fused with a folder index's region model:
+// the directory of its index inside the fused index, its file and its
+// weight (the region model's is 1).
+type fusionPartner struct {
+	dir, path string
+	weight    float32
+}
+
+// builtinPartners returns the built-in photo model's partners (package
+// photomodel), their files written under the models' cache directory
+// (cache, default detect.DefaultCacheDir()) the first time.
+func builtinPartners(cache string) ([]fusionPartner, error) {
 	if cache == "" {
 		cache = detect.DefaultCacheDir()
 	}
-	return photomodel.PartnerPath(cache)
+	var ps []fusionPartner
+	for _, p := range photomodel.Partners() {
+		path, err := p.Path(cache)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, fusionPartner{dir: p.Name, path: path, weight: p.Weight})
+	}
+	return ps, nil
 }
 
 // indexPhotoFusion indexes the folder of photos f.images with the region
 // model of f.checkpoint (one that fine-tuned the detector) and the
-// global-vector model of partner (trained on the published detector's
-// global vectors), fused at weight, into f.out: f.out/regions and
-// f.out/global, and f.out/fusion.json. The photos are extracted once: the
-// detector with the region model's part gives the regions, and, from the
-// same run, the published detector's global vector (extract's
-// UntunedGlobal).
-func indexPhotoFusion(ctx context.Context, f photoJob, partner string, weight float32) error {
+// partners (models trained on the published detector's regions or global
+// vectors), fused, into f.out: f.out/regions, a directory per partner,
+// and f.out/fusion.json. The photos are extracted once: the detector with
+// the region model's part gives its regions, and, from the same run, the
+// published detector's regions and global vector (extract's Untuned) give
+// the partners theirs.
+func indexPhotoFusion(ctx context.Context, f photoJob, partners []fusionPartner) error {
 	if err := checkFusionOut(f.out, f.mode); err != nil {
 		return err
 	}
@@ -57,17 +70,25 @@ func indexPhotoFusion(ctx context.Context, f photoJob, partner string, weight fl
 	if err != nil {
 		return err
 	}
-	pm, pe, pkind, _, err := imageModel(partner, e)
-	if err != nil {
-		return err
-	}
-	if pkind != extract.KindGlobal || pe.Identity().Tuned != "" {
-		return fmt.Errorf("%s: a fused folder index wants a partner trained on the published detector's global vectors; its model reads %q features", partner, pkind)
-	}
 	if et.Identity().Tuned == "" {
 		return fmt.Errorf("%s: a fused folder index wants a region model that fine-tuned the detector", f.checkpoint)
 	}
-	if et, err = et.WithUntunedGlobal(); err != nil {
+	type partnerModel struct {
+		m    model.Model
+		kind string
+	}
+	pms := make([]partnerModel, len(partners))
+	for i, p := range partners {
+		pm, pe, pkind, _, err := imageModel(p.path, e)
+		if err != nil {
+			return err
+		}
+		if pe.Identity().Tuned != "" {
+			return fmt.Errorf("%s: a fused folder index wants partners trained on the published detector's features; this model fine-tuned the detector", p.path)
+		}
+		pms[i] = partnerModel{pm, pkind}
+	}
+	if et, err = et.WithUntuned(); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -76,33 +97,41 @@ func indexPhotoFusion(ctx context.Context, f photoJob, partner string, weight fl
 		return err
 	}
 	extracted := time.Since(start)
-	gfs := make([]*extract.Features, len(fs))
+	// The published detector's features, over the same boxes.
+	ufs := make([]*extract.Features, len(fs))
 	for i, x := range fs {
-		g := *x
-		g.Global = x.UntunedGlobal
-		gfs[i] = &g
+		u := *x
+		u.Regions, u.Global = x.UntunedRegions, x.UntunedGlobal
+		ufs[i] = &u
 	}
 	rid, pid := et.Identity(), e.Identity()
 	rfeats, err := indexFeatures(&rid, &extract.Record{MaxBoxes: et.MaxBoxes(), MinScore: float32(f.ext.minScore), Kind: kind})
 	if err != nil {
 		return err
 	}
-	pfeats, err := indexFeatures(&pid, &extract.Record{MaxBoxes: e.MaxBoxes(), MinScore: float32(f.ext.minScore), Kind: extract.KindGlobal})
-	if err != nil {
-		return err
-	}
-	var st *index.Stats
-	for _, b := range []struct {
+	type build struct {
 		dir string
 		do  func(dir string) (*index.Stats, error)
-	}{
-		{regionsMember, func(dir string) (*index.Stats, error) {
-			return index.Build(ctx, dir, m, photoCollection(photoSource(m, fs, et, kind), fs, kept), &index.BuildOptions{Mode: f.mode, Progress: true, Layout: f.layout, Attach: att, Features: rfeats})
-		}},
-		{globalMember, func(dir string) (*index.Stats, error) {
-			return index.Build(ctx, dir, pm, photoCollection(photoSource(pm, gfs, e, extract.KindGlobal), gfs, kept), &index.BuildOptions{Mode: f.mode, Progress: true, Layout: f.layout, Features: pfeats})
-		}},
-	} {
+	}
+	builds := []build{{regionsMember, func(dir string) (*index.Stats, error) {
+		return index.Build(ctx, dir, m, photoCollection(photoSource(m, fs, et, kind), fs, kept), &index.BuildOptions{Mode: f.mode, Progress: true, Layout: f.layout, Attach: att, Features: rfeats})
+	}}}
+	members := []index.FusionMember{{Dir: regionsMember, Weight: 1}}
+	names := m.Name()
+	for i, p := range partners {
+		pm := pms[i]
+		pfeats, err := indexFeatures(&pid, &extract.Record{MaxBoxes: e.MaxBoxes(), MinScore: float32(f.ext.minScore), Kind: pm.kind})
+		if err != nil {
+			return err
+		}
+		builds = append(builds, build{p.dir, func(dir string) (*index.Stats, error) {
+			return index.Build(ctx, dir, pm.m, photoCollection(photoSource(pm.m, ufs, e, pm.kind), ufs, kept), &index.BuildOptions{Mode: f.mode, Progress: true, Layout: f.layout, Features: pfeats})
+		}})
+		members = append(members, index.FusionMember{Dir: p.dir, Weight: p.weight})
+		names += fmt.Sprintf(" + %g x %s", p.weight, pm.m.Name())
+	}
+	var st *index.Stats
+	for _, b := range builds {
 		if st, err = b.do(filepath.Join(f.out, b.dir)); err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; %s holds no new fusion (run the same command again)", f.out)}
@@ -110,11 +139,10 @@ func indexPhotoFusion(ctx context.Context, f photoJob, partner string, weight fl
 			return err
 		}
 	}
-	members := []index.FusionMember{{Dir: regionsMember, Weight: 1}, {Dir: globalMember, Weight: weight}}
 	if err := index.WriteFusion(ctx, f.out, members); err != nil {
 		return err
 	}
-	return reportFolder(f, st.Images, time.Since(start), extracted, skips, fmt.Sprintf(", fused: %s and %s (weight %g)", m.Name(), pm.Name(), weight))
+	return reportFolder(f, st.Images, time.Since(start), extracted, skips, ", fused: "+names)
 }
 
 // checkFusionOut refuses an --out that a fused folder index cannot be
@@ -123,11 +151,11 @@ func indexPhotoFusion(ctx context.Context, f photoJob, partner string, weight fl
 // rebuilt together).
 func checkFusionOut(out string, mode index.Mode) error {
 	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err == nil {
-		return fmt.Errorf("%s holds an index of one model; the built-in photo model writes a fused index of two (regions and global vectors): remove it or choose another --out", out)
+		return fmt.Errorf("%s holds an index of one model; the built-in photo model writes a fused index of several: remove it or choose another --out", out)
 	}
 	switch {
 	case mode == index.Append:
-		return usageErrorf("--append: the built-in photo model's index of %s is a fusion of two indexes; index the whole folder again with --overwrite", out)
+		return usageErrorf("--append: the built-in photo model's index of %s is a fusion of several indexes; index the whole folder again with --overwrite", out)
 	case mode == index.Create && index.IsFusion(out):
 		return fmt.Errorf("%s already holds a fused index: --overwrite replaces it", out)
 	}

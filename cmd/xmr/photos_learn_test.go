@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -223,8 +224,10 @@ func TestPhotoDemo(t *testing.T) {
 		"1/6 extracting the regions of 140 photos (train, dev; the train photos mirrored too)", "2/6 training", "5 iterations",
 		"3/6 evaluating on the val split (the split file has no test split", "rsum", "4/6 drawing",
 		"5/6 indexing the dev split", "20 images and 100 captions",
-		"2/6 training seam-e-photos on the photos' global vectors", "seam-e-photos alone: rsum", "the two fused (weight 0.2",
-		filepath.Join(demo, "fused") + " fuses " + filepath.Join(demo, "index") + " with " + filepath.Join(demo, "index-global"),
+		fmt.Sprintf("2/6 training seam-e-photos (seed 1 of %d) on the photos' global vectors", partnerSeeds),
+		fmt.Sprintf("2/6 training seam-e-photos (seed %d of %d)", partnerSeeds, partnerSeeds),
+		fmt.Sprintf("seam-e-photos alone, seeds 1-%d: rsum", partnerSeeds), fmt.Sprintf("fused with the region model (weight %g each", partnerWeight),
+		filepath.Join(demo, "fused") + " fuses " + filepath.Join(demo, "index") + " with " + filepath.Join(demo, "index-global") + fmt.Sprintf(" and %d more", partnerSeeds-1),
 		"xmr serve --index " + filepath.Join(demo, "fused") + " --images " + filepath.Join(photos, "images"),
 	} {
 		if !strings.Contains(stdout, want) {
@@ -232,7 +235,8 @@ func TestPhotoDemo(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"alignment-1.png", "query-1.png", "run/best-rsum.safetensors", "index/manifest.json", "features/train_ims.npy", "features/dev_ims.npy",
-		"features/taps-s32/train.npy", "features/taps-s32/dev.npy", "run-global/best-rsum.safetensors", "index-global/manifest.json", "fused/fusion.json"} {
+		"features/taps-s32/train.npy", "features/taps-s32/dev.npy", "run-global/best-rsum.safetensors", "index-global/manifest.json", "fused/fusion.json",
+		partnerPath("run-global", partnerSeeds-1) + "/best-rsum.safetensors", partnerPath("index-global", partnerSeeds-1) + "/manifest.json"} {
 		if _, err := os.Stat(filepath.Join(demo, f)); err != nil {
 			t.Errorf("the demo made no %s: %v", f, err)
 		}
@@ -265,7 +269,7 @@ func TestPhotoDemo(t *testing.T) {
 	}
 	// The fused index: a new photo is encoded by each member's model
 	// from the features its own manifest records.
-	if out, errOut, code := run(t, "search", "--index", filepath.Join(demo, "fused"), "--image-file", photo, "-k", "2"); code != 0 || !strings.Contains(out, "fused scores: 1 x teran (MrSw) + 0.2 x seam (order)") {
+	if out, errOut, code := run(t, "search", "--index", filepath.Join(demo, "fused"), "--image-file", photo, "-k", "2"); code != 0 || !strings.Contains(out, fmt.Sprintf("fused scores: 1 x teran (MrSw) + %g x seam (order) + %g x seam (order)", partnerWeight, partnerWeight)) {
 		t.Errorf("search --image-file %s on the demo's fused index: exit %d\n%s\n%s", photo, code, out, errOut)
 	}
 

@@ -54,7 +54,8 @@ A Weaviate-backed index (xmr index --backend weaviate) is served the same
 way; its searches run in Weaviate (docs/weaviate.md).
 
 With --images and no --index, the folder's photos are indexed first with
-the built-in photo model (TERAN trained on Flickr8k, docs/photos.md) into
+the built-in photo model (TERAN trained on Flickr8k, fused with five
+SEAM-E models and TERN; docs/photos.md) into
 the models' cache directory (--models), and that index is served; the
 next run reuses it while the folder holds as many photos.`,
 		setFlags: func(fs *flag.FlagSet) {
