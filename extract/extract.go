@@ -167,6 +167,9 @@ func (e *Extractor) Width() int { return e.ident.Width }
 // MaxBoxes returns the number of region slots per image.
 func (e *Extractor) MaxBoxes() int { return e.opt.maxBoxes() }
 
+// MinScore returns the detection score a detected box needs.
+func (e *Extractor) MinScore() float32 { return e.opt.minScore() }
+
 // Taps returns the name of the cut whose activation Run returns in
 // Features.Tap (Options.Taps), or "" when it returns none.
 func (e *Extractor) Taps() string {

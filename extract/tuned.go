@@ -15,3 +15,8 @@ func (e *Extractor) WithUntuned() (*Extractor, error) {
 	opt.Untuned = true
 	return New(e.det, opt)
 }
+
+// Untuned reports whether e gives the published detector's regions and
+// global vector beside its fine-tuned detector's (Options.Untuned, with a
+// fine-tuned part to run).
+func (e *Extractor) Untuned() bool { return e.opt.Untuned && e.ident.Tuned != "" }

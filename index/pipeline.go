@@ -239,11 +239,16 @@ func exactScores(ctx context.Context, cands []candidate, q *query) ([]float32, e
 			}
 		})
 	} else {
-		g := &model.Embeddings{}
+		// A global scoring reads the items' global vectors alone: they are
+		// gathered, not the items' other vectors (a TERN index's words
+		// and regions, as many again as the candidates).
+		g := &model.Embeddings{Dim: q.d, Offsets: make([]int, len(cands)+1), Global: make([]float32, 0, len(cands)*q.d)}
 		for _, c := range cands {
-			if err := g.Append(c.seg.layout.item(c.row)); err != nil {
-				return nil, err
+			it := c.seg.layout.item(c.row)
+			if it.Dim != q.d || len(it.Global) != q.d {
+				return nil, fmt.Errorf("search %s: item %d holds %d %d-d global vectors, want one of %d", c.seg.path, c.row, len(it.Global)/max(it.Dim, 1), it.Dim, q.d)
 			}
+			g.Global = append(g.Global, it.Global...)
 		}
 		sc, err = scoreGlobals(ctx, g, q)
 	}

@@ -48,9 +48,14 @@ type Partner struct {
 	Weight float32
 }
 
-// seamESeeds is how many SEAM-E models the photo model fuses: the same
-// recipe trained with seeds 1, 2, ... (xmr demo --photos trains them).
-const seamESeeds = 5
+// The SEAM-E models that the photo model fuses: SEAMESeeds of them, the
+// same recipe trained with seeds 1, 2, ..., each of weight SEAMEWeight
+// (chosen on Flickr8k's val split). xmr demo --photos trains and fuses as
+// many, with the same weight.
+const (
+	SEAMESeeds          = 5
+	SEAMEWeight float32 = 0.08
+)
 
 // Partners returns the models fused with the region model: SEAM-E on the
 // published detector's global vectors (configs/seam-e-photos.yaml),
@@ -58,8 +63,8 @@ const seamESeeds = 5
 // (configs/tern-photos.yaml).
 func Partners() []Partner {
 	var ps []Partner
-	for k := 1; k <= seamESeeds; k++ {
-		p := Partner{Name: "global", File: "flickr8k-seam-e.safetensors", Weight: 0.08}
+	for k := 1; k <= SEAMESeeds; k++ {
+		p := Partner{Name: "global", File: "flickr8k-seam-e.safetensors", Weight: SEAMEWeight}
 		if k > 1 {
 			p.Name, p.File = fmt.Sprintf("global-%d", k), fmt.Sprintf("flickr8k-seam-e-%d.safetensors", k)
 		}

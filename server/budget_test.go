@@ -139,7 +139,7 @@ func (g *gatedImageQuery) query(ctx context.Context, b []byte, m model.Model) (*
 func TestUploadPixelBudget(t *testing.T) {
 	const n, w, h, budget = 12, 100, 80, 3 * 100 * 80
 	g := newGatedImageQuery(t)
-	s, ts := newServer(t, &Options{ImageQuery: g.query, UploadPixelBudget: budget, MaxConcurrent: n, SearchTimeout: time.Minute})
+	s, ts := newServer(t, &Options{ImageQuery: eachModel(g.query), UploadPixelBudget: budget, MaxConcurrent: n, SearchTimeout: time.Minute})
 	img := pngOf(t, w, h)
 	codes := make(chan int, n)
 	for range n {
@@ -175,7 +175,7 @@ func TestUploadPixelBudget(t *testing.T) {
 func TestUploadPixelBudgetRefusals(t *testing.T) {
 	g := newGatedImageQuery(t)
 	close(g.gate)
-	s, ts := newServer(t, &Options{ImageQuery: g.query, UploadPixelBudget: 10_000, SearchTimeout: 300 * time.Millisecond})
+	s, ts := newServer(t, &Options{ImageQuery: eachModel(g.query), UploadPixelBudget: 10_000, SearchTimeout: 300 * time.Millisecond})
 	url := ts.URL + "/api/search/upload?k=3"
 	c := ts.Client()
 
@@ -225,7 +225,7 @@ func TestUploadPixelBudgetRefusals(t *testing.T) {
 func TestUploadPixelBudgetClientGone(t *testing.T) {
 	g := newGatedImageQuery(t)
 	close(g.gate)
-	s, ts := newServer(t, &Options{ImageQuery: g.query, UploadPixelBudget: 10_000, SearchTimeout: time.Minute})
+	s, ts := newServer(t, &Options{ImageQuery: eachModel(g.query), UploadPixelBudget: 10_000, SearchTimeout: time.Minute})
 	if err := s.pixels.acquire(context.Background(), 10_000); err != nil {
 		t.Fatal(err)
 	}

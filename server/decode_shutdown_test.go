@@ -80,12 +80,12 @@ func TestShutdownCancelsUpload(t *testing.T) {
 	entered := make(chan struct{})
 	cancelled := make(chan struct{})
 	s := quietServer(t, &Options{ShutdownTimeout: timeout, SearchTimeout: time.Minute,
-		ImageQuery: func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
+		ImageQuery: eachModel(func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
 			close(entered)
 			<-ctx.Done() // a decode that stops only when cancelled
 			close(cancelled)
 			return nil, ctx.Err()
-		}})
+		})})
 	took := serveUntilShutdown(t, s, entered, func(url string) {
 		var body bytes.Buffer
 		mw := multipart.NewWriter(&body)
@@ -120,11 +120,11 @@ func TestShutdownCancelsDecode(t *testing.T) {
 	img := slowJPEG(t, 4096, 4096, extract.MaxJPEGScans)
 	entered := make(chan struct{})
 	s := quietServer(t, &Options{ShutdownTimeout: timeout, SearchTimeout: time.Minute, MaxUploadBytes: 64 << 20,
-		ImageQuery: func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
+		ImageQuery: eachModel(func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
 			close(entered)
 			_, err := extract.DecodeContext(ctx, b, "upload", extract.Limits{})
 			return nil, err
-		}})
+		})})
 	took := serveUntilShutdown(t, s, entered, func(url string) {
 		if resp, err := http.Post(url, "image/jpeg", bytes.NewReader(img)); err == nil {
 			resp.Body.Close()
@@ -173,10 +173,10 @@ func TestUploadBudgetBitDepth(t *testing.T) {
 	held := make(chan int64, 1)
 	var s *Server
 	s, ts := newServer(t, &Options{UploadPixelBudget: 1_000_000,
-		ImageQuery: func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
+		ImageQuery: eachModel(func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
 			held <- s.pixels.inUse()
 			return nil, ErrBadImage
-		}})
+		})})
 	for _, c := range cases {
 		upload(t, ts.Client(), ts.URL+"/api/search/upload", "application/octet-stream", c.img)
 		if got := <-held; got != c.want {
@@ -200,10 +200,10 @@ func TestUploadDecodeTimeout(t *testing.T) {
 	img := slowJPEG(t, 4096, 4096, extract.MaxJPEGScans)
 	f := testFixture(t)
 	s, ts := newServer(t, &Options{SearchTimeout: timeout, MaxConcurrent: 1, MaxUploadBytes: 64 << 20,
-		ImageQuery: func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
+		ImageQuery: eachModel(func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
 			_, err := extract.DecodeContext(ctx, b, "upload", extract.Limits{})
 			return nil, err
-		}})
+		})})
 	start := time.Now()
 	code, body := upload(t, ts.Client(), ts.URL+"/api/search/upload", "image/jpeg", img)
 	if took := time.Since(start); took > timeout+2*time.Second {

@@ -20,10 +20,11 @@ import (
 )
 
 // ImageQuery turns the bytes of an uploaded image into a query of one item
-// for the index's model: it decodes the image (refusing what its limits
+// for each of models, in order (the index's model, or each member's of a
+// fusion of indexes): it decodes the image once (refusing what its limits
 // refuse, with an error that wraps ErrBadImage or ErrImageTooLarge),
-// extracts its features and encodes them. Package extract does it for
-// xmr serve. It must return promptly, with the context's error, once ctx
+// extracts its features and encodes them with each model. Package
+// extract does it for xmr serve. It must return promptly, with the context's error, once ctx
 // is done (the search timeout, the client gone, the shutdown timeout),
 // even while the image decodes. The server calls it holding, from
 // Options.UploadPixelBudget, the pixels that the image's header declares
@@ -31,7 +32,7 @@ import (
 // bytes its format needs (see decodeCost); an image whose header does not
 // parse holds none, and ImageQuery must refuse it before decoding a
 // pixel.
-type ImageQuery func(ctx context.Context, image []byte, m model.Model) (*model.Embeddings, error)
+type ImageQuery func(ctx context.Context, image []byte, models []model.Model) ([]*model.Embeddings, error)
 
 // querySearcher is an index that searches by an encoded query: a local
 // index (index.Index, index.Live).
@@ -136,11 +137,9 @@ func (s *Server) searchUpload(w http.ResponseWriter, r *http.Request) (any, erro
 		if err != nil {
 			return nil, err
 		}
-		qs := make([]*model.Embeddings, len(models))
-		for k, m := range models {
-			if qs[k], err = s.opts.ImageQuery(ctx, body, m); err != nil {
-				break
-			}
+		qs, err := s.opts.ImageQuery(ctx, body, models)
+		if err == nil && len(qs) != len(models) {
+			err = fmt.Errorf("the image query encoded the upload for %d models, want %d", len(qs), len(models))
 		}
 		// The image is decoded and encoded (or refused): its pixels are
 		// garbage now, and the upload's bytes too.

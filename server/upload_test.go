@@ -26,7 +26,7 @@ func fakeImageQuery(t *testing.T) ImageQuery {
 		t.Fatal(err)
 	}
 	img := s.Images.Slice(0, 1)
-	return func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
+	return eachModel(func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
 		switch {
 		case bytes.HasPrefix(b, []byte("PNG")):
 			return model.EncodeImages(ctx, m, img, nil)
@@ -34,6 +34,22 @@ func fakeImageQuery(t *testing.T) ImageQuery {
 			return nil, fmt.Errorf("%w: upload: header declares 100000x100000 pixels", ErrImageTooLarge)
 		}
 		return nil, fmt.Errorf("%w: upload: not a JPEG or PNG image", ErrBadImage)
+	})
+}
+
+// eachModel makes an ImageQuery of a function that encodes an upload for
+// one model: it is called for each model in turn.
+func eachModel(f func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error)) ImageQuery {
+	return func(ctx context.Context, b []byte, models []model.Model) ([]*model.Embeddings, error) {
+		qs := make([]*model.Embeddings, len(models))
+		for k, m := range models {
+			q, err := f(ctx, b, m)
+			if err != nil {
+				return nil, err
+			}
+			qs[k] = q
+		}
+		return qs, nil
 	}
 }
 

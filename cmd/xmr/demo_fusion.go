@@ -16,6 +16,7 @@ import (
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/photomodel"
 	"github.com/xmr-project/xmr/train"
 )
 
@@ -27,12 +28,12 @@ const (
 	// partnerConfig is the global-vector models' config; partnerSeeds how
 	// many are trained, with seeds 1, 2, ...: SEAM-E's runs differ from
 	// seed to seed, and their errors too, so that several fused rank
-	// better than one.
-	partnerConfig = "seam-e-photos"
-	partnerSeeds  = 5
-	// partnerWeight is each one's weight in the fusion (the region
+	// better than one. The built-in photo model fuses as many, made by
+	// this recipe, with the same weight each, partnerWeight (the region
 	// model's is 1), chosen on Flickr8k's val split.
-	partnerWeight = 0.08
+	partnerConfig = "seam-e-photos"
+	partnerSeeds  = photomodel.SEAMESeeds
+	partnerWeight = photomodel.SEAMEWeight
 	// partnerBudget bounds each one's training; it stops sooner by itself
 	// (its validations stop improving after about 80 seconds on
 	// Flickr8k).

@@ -238,15 +238,15 @@ func TestExtractTrainEval(t *testing.T) {
 	}
 	cf.Close()
 	qb, _ := os.ReadFile(query)
-	if q, err := uq(context.Background(), qb, m); err != nil || q.Len() != 1 {
+	if q, err := uq(context.Background(), qb, []model.Model{m}); err != nil || len(q) != 1 || q[0].Len() != 1 {
 		t.Errorf("upload of a PNG: %v", err)
 	}
-	if _, err := uq(context.Background(), []byte("GIF89a"), m); !errors.Is(err, server.ErrBadImage) {
+	if _, err := uq(context.Background(), []byte("GIF89a"), []model.Model{m}); !errors.Is(err, server.ErrBadImage) {
 		t.Errorf("upload of a GIF: %v", err)
 	}
 	ihdr := []byte("IHDR\x00\x01\x86\xa0\x00\x01\x86\xa0\x08\x02\x00\x00\x00") // 100000 x 100000 RGB
 	bomb := binary.BigEndian.AppendUint32(append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0d"), ihdr...), crc32.ChecksumIEEE(ihdr))
-	if _, err := uq(context.Background(), bomb, m); !errors.Is(err, server.ErrImageTooLarge) {
+	if _, err := uq(context.Background(), bomb, []model.Model{m}); !errors.Is(err, server.ErrImageTooLarge) {
 		t.Errorf("upload of a PNG claiming 100000x100000: %v", err)
 	}
 	if uq, err := uploadQuery(context.Background(), filepath.Join(dir, "x.idx"), nil, false, "", 1<<20); uq != nil || err != nil {

@@ -7,9 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/xmr-project/xmr/index"
-	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/outpath"
-	"github.com/xmr-project/xmr/server"
 )
 
 var fuseFlags struct {
@@ -96,33 +94,4 @@ func runFuse(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(stdout, "fused %d indexes into %s\n", len(members), f.out)
 	return nil
-}
-
-// fusionUploads returns the server's ImageQuery for a fusion in dir: an
-// upload is encoded by each member's model from the features that the
-// member's manifest records (uploadQuery of each member), the member
-// chosen by the model that the server passes. Nil, and no error, when a
-// member's model reads no extracted features.
-func fusionUploads(ctx context.Context, fu *index.Fusion, cache string, maxBytes int64) (server.ImageQuery, error) {
-	members := fu.Members()
-	qs := make([]server.ImageQuery, len(members))
-	models := make([]model.Model, len(members))
-	for k, ix := range members {
-		q, err := uploadQuery(ctx, ix.Dir(), ix, false, cache, maxBytes)
-		if err != nil || q == nil {
-			return nil, err
-		}
-		if models[k], err = ix.Model(); err != nil {
-			return nil, err
-		}
-		qs[k] = q
-	}
-	return func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
-		for k := range members {
-			if models[k] == m {
-				return qs[k](ctx, b, m)
-			}
-		}
-		return nil, fmt.Errorf("the fused index has no member of model %s", m.Name())
-	}, nil
 }

@@ -101,7 +101,7 @@ func TestBuiltinPhotoModel(t *testing.T) {
 }
 
 // linkAll links the files into the new directory dir.
-func linkAll(t *testing.T, files []string, dir string) {
+func linkAll(t testing.TB, files []string, dir string) {
 	t.Helper()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -126,17 +126,8 @@ func TestFolderIndex(t *testing.T) {
 	}
 	folder := filepath.Join(dir, "photos")
 	linkAll(t, photos[:5], folder)
-	// A cache of its own, holding the detector's weights of the default
-	// one (needPhotos fetched them).
 	ctx := context.Background()
-	weights, err := detect.Fetch(ctx, detect.DefaultCacheDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache := filepath.Join(dir, "cache")
-	if err := os.Symlink(weights, filepath.Join(mkdir(t, cache), filepath.Base(weights))); err != nil {
-		t.Fatal(err)
-	}
+	cache := modelCache(t, dir)
 	var out strings.Builder
 	old := stdout
 	stdout = &out
@@ -202,8 +193,23 @@ func TestFolderIndex(t *testing.T) {
 	}
 }
 
+// modelCache returns a models' cache of its own under dir, holding the
+// detector's weights of the default one (needPhotos fetched them).
+func modelCache(t testing.TB, dir string) string {
+	t.Helper()
+	weights, err := detect.Fetch(context.Background(), detect.DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "cache")
+	if err := os.Symlink(weights, filepath.Join(mkdir(t, cache), filepath.Base(weights))); err != nil {
+		t.Fatal(err)
+	}
+	return cache
+}
+
 // mkdir makes dir and returns it.
-func mkdir(t *testing.T, dir string) string {
+func mkdir(t testing.TB, dir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -217,7 +223,9 @@ func mkdir(t *testing.T, dir string) string {
 // recomputed from the activations, the same scores as the region member of
 // the fusion that xmr index --images writes (to float16's rounding of the
 // activations), whose other members score as each partner's own index of
-// the photos; without the activations it is refused, naming --taps.
+// the photos, and which encodes a new photo with one detector run
+// (checkFusionImages); without the activations it is refused, naming
+// --taps.
 func TestIndexOnlySplitBuiltin(t *testing.T) {
 	shared := needPhotos(t)
 	dir := t.TempDir()
@@ -282,6 +290,10 @@ func TestIndexOnlySplitBuiltin(t *testing.T) {
 			}
 		}
 	}
+
+	// A new photo is encoded for the seven members with one detector
+	// run, as each member's own extraction would.
+	checkFusionImages(t, fromImages, photos[0])
 
 	// Extracted without the activations: refused, nothing written.
 	plain := filepath.Join(dir, "plain")

@@ -154,7 +154,8 @@ func imageQuery(ctx context.Context, m model.Model, e *extract.Extractor, pic *e
 
 // searchImageFile finds the captions of a local index that describe a new
 // image, the file at path: its features are extracted as the index
-// records (extract.FileName in the index directory).
+// records (extract.FileName in the index directory), once for the members
+// of a fusion that read the same ones (fusionImages).
 func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache string, lim extract.Limits, o *index.SearchOptions) ([]index.Result, error) {
 	var members []*index.Index
 	switch s := ix.(type) {
@@ -165,44 +166,23 @@ func searchImageFile(ctx context.Context, ix index.Searcher, dir, path, cache st
 	default:
 		return nil, usageErrorf("--image-file searches a local index; %s is held by another engine", dir)
 	}
+	fi, err := newFusionImages(ctx, members, cache)
+	if err != nil {
+		return nil, fmt.Errorf("--image-file: %w", err)
+	}
 	// The decode stops on the first Ctrl-C or SIGTERM (ctx).
 	pic, err := extract.LoadFileContext(ctx, path, lim)
 	if err != nil {
 		return nil, err
 	}
-	qs := make([]*model.Embeddings, len(members))
-	for k, m := range members {
-		if qs[k], err = encodeImageFile(ctx, m, pic, cache); err != nil {
-			return nil, err
-		}
+	qs, err := fi.encode(ctx, pic, fi.all())
+	if err != nil {
+		return nil, err
 	}
 	if fu, ok := ix.(*index.Fusion); ok {
 		return fu.SearchEncoded(ctx, qs, false, o)
 	}
 	return members[0].Search(ctx, qs[0], false, o)
-}
-
-// encodeImageFile encodes the decoded image pic with the model of the
-// local index ix from the features its manifest records.
-func encodeImageFile(ctx context.Context, ix *index.Index, pic *extract.Picture, cache string) (*model.Embeddings, error) {
-	dir := ix.Dir()
-	rec, err := indexRecord(dir)
-	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		return nil, fmt.Errorf("--image-file: %s records no feature extractor: its model was trained on precomputed features, which no image can be turned into here; index with a model trained on xmr extract's features", dir)
-	}
-	e, err := recordExtractor(ctx, cache, rec, filepath.Join(dir, ix.ModelInfo().File))
-	if err != nil {
-		return nil, err
-	}
-	m, err := ix.Model()
-	if err != nil {
-		return nil, err
-	}
-	q, _, err := imageQuery(ctx, m, e, pic, rec.FeatureKind)
-	return q, err
 }
 
 // photoJob is an index of a folder of photos to build.
@@ -475,17 +455,23 @@ func uploadQuery(ctx context.Context, dir string, ix index.Searcher, weaviateInd
 			return e, lastKind, nil
 		}
 	}
-	return func(ctx context.Context, b []byte, m model.Model) (*model.Embeddings, error) {
+	return func(ctx context.Context, b []byte, ms []model.Model) ([]*model.Embeddings, error) {
+		if len(ms) != 1 {
+			return nil, fmt.Errorf("an index of one model encodes an upload for %d models", len(ms))
+		}
 		pic, err := decodeUpload(ctx, b, lim)
 		if err != nil {
 			return nil, err
 		}
-		e, kind, err := extractor(m)
+		e, kind, err := extractor(ms[0])
 		if err != nil {
 			return nil, err
 		}
-		q, _, err := imageQuery(ctx, m, e, pic, kind)
-		return q, err
+		q, _, err := imageQuery(ctx, ms[0], e, pic, kind)
+		if err != nil {
+			return nil, err
+		}
+		return []*model.Embeddings{q}, nil
 	}, nil
 }
 

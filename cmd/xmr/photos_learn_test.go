@@ -43,7 +43,7 @@ training:
 // needPhotos returns the shared photos' directory, skipping the test when
 // it is absent (and failing under CI=true, where it must be), and the
 // detector's weights likewise.
-func needPhotos(t *testing.T) string {
+func needPhotos(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: runs the real detector on hundreds of photos")

@@ -328,11 +328,11 @@ func uploadSearch(t *testing.T, dir, path string) []index.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := query(ctx, b, m)
-	if err != nil {
-		t.Fatalf("the upload's query: %v", err)
+	qs, err := query(ctx, b, []model.Model{m})
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("the upload's query: %v (%d queries)", err, len(qs))
 	}
-	res, err := ix.Search(ctx, q, false, &index.SearchOptions{K: 40})
+	res, err := ix.Search(ctx, qs[0], false, &index.SearchOptions{K: 40})
 	if err != nil {
 		t.Fatal(err)
 	}
