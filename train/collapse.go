@@ -108,7 +108,8 @@ func collapseWarning(r Record, chance, stuckLoss float64) string {
 
 // stuckLoss returns the training loss of a collapsed model (collapseLoss)
 // when the mean loss of the last three validation periods in history
-// (which ends with the validation at iter) has been at least 95% of it,
+// (which ends with the validation at iter) has been between 95% of it and
+// stuckAbove times it,
 // so that a model that starts there and learns is not flagged; 0 otherwise,
 // and for losses whose value at a collapse is not a fixed number (the
 // uncertainty-weighted matching+alignment loss).
@@ -122,12 +123,20 @@ func stuckLoss(cfg Config, iter, bs int, history []Record) float64 {
 		want = math.Log(float64(bs)) // every softmax uniform over the batch
 	}
 	for _, r := range history[len(history)-3:] {
-		if r.Loss < 0.95*want {
+		// Near it: a loss far above it is not this loss alone (MEMBER
+		// adds its caption generation's, hundreds where InfoNCE's
+		// collapse is log(batch)), and says nothing of a collapse.
+		if r.Loss < 0.95*want || r.Loss > stuckAbove*want {
 			return 0
 		}
 	}
 	return want
 }
+
+// stuckAbove bounds the losses that count as stuck at a collapse: at most
+// this many times its value (a model at its random start sits near it,
+// within a few percent).
+const stuckAbove = 1.25
 
 // collapseCheck returns the collapse warning of the last validation in
 // history when the last three validations all show one (collapseWarning)
