@@ -20,3 +20,17 @@ func (e *Extractor) WithUntuned() (*Extractor, error) {
 // global vector beside its fine-tuned detector's (Options.Untuned, with a
 // fine-tuned part to run).
 func (e *Extractor) Untuned() bool { return e.opt.Untuned && e.ident.Tuned != "" }
+
+// Untuned returns f as the detector without its fine-tuned part makes it:
+// a copy whose Regions and Global are f's UntunedRegions and
+// UntunedGlobal (the same boxes, classes and scores), or nil when f holds
+// none (an extractor without Options.Untuned or without a tuned part).
+func (f *Features) Untuned() *Features {
+	if f.UntunedRegions == nil {
+		return nil
+	}
+	u := *f
+	u.Regions, u.Global = f.UntunedRegions, f.UntunedGlobal
+	u.UntunedRegions, u.UntunedGlobal = nil, nil
+	return &u
+}

@@ -67,6 +67,14 @@ func TestUntuned(t *testing.T) {
 	if slices.Equal(got.Global, want.Global) || slices.Equal(got.Regions, want.Regions) {
 		t.Fatal("the tuned extractor's own features equal the published ones: the part's change did not reach them")
 	}
+	// Features.Untuned: the published detector's view of the same run.
+	u := got.Untuned()
+	if u == nil || !slices.Equal(u.Regions, want.Regions) || !slices.Equal(u.Global, want.Global) || !slices.Equal(u.Boxes, want.Boxes) || u.UntunedRegions != nil {
+		t.Fatal("Untuned(): want the published detector's regions, global vector and boxes, and no untuned ones of its own")
+	}
+	if slices.Equal(got.Regions, want.Regions) {
+		t.Fatal("Untuned() changed the features it was called on")
+	}
 	alone, err := New(tuned, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +85,9 @@ func TestUntuned(t *testing.T) {
 	}
 	if f.UntunedGlobal != nil || f.UntunedRegions != nil || !slices.Equal(f.Global, got.Global) || !slices.Equal(f.Regions, got.Regions) {
 		t.Fatal("without Untuned: want the same features and no untuned ones")
+	}
+	if f.Untuned() != nil {
+		t.Fatal("Untuned() of features without untuned ones: want nil")
 	}
 	asked, err := New(d, Options{Untuned: true})
 	if err != nil {

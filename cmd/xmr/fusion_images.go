@@ -139,9 +139,9 @@ func (fi *fusionImages) encode(ctx context.Context, pic *extract.Picture, want [
 		}
 		f := feats[mi.run]
 		if mi.untuned {
-			u := *f
-			u.Regions, u.Global = f.UntunedRegions, f.UntunedGlobal
-			f = &u
+			if f = f.Untuned(); f == nil {
+				return nil, fmt.Errorf("member %d: the detector's run gave no published detector's features", k+1)
+			}
 		}
 		q, err := model.EncodeImages(ctx, mi.m, photoSource(mi.m, []*extract.Features{f}, mi.e, mi.kind), nil)
 		if err != nil {

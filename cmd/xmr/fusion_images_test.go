@@ -121,21 +121,15 @@ func sameEmbeddings(a, b *model.Embeddings) bool {
 // BenchmarkFusionUpload encodes a photo for the seven members of the
 // built-in photo model's fusion (an index of 4 shared photos): "shared"
 // as xmr serve and search --image-file do, one detector run for all;
-// "each" with a run for each member, as they did before fusionImages.
+// "each" with a run for each member, what the sharing saves.
 func BenchmarkFusionUpload(b *testing.B) {
-	shared := needPhotos(b)
 	dir := b.TempDir()
-	photos, err := filepath.Glob(filepath.Join(shared, "images", "3*.jpg"))
-	if err != nil || len(photos) < 4 {
-		b.Fatalf("%d photos: %v", len(photos), err)
-	}
+	photos := sharedPhotoFiles(b, "3*.jpg", 4)
 	folder := filepath.Join(dir, "photos")
 	linkAll(b, photos[:4], folder)
 	ctx := context.Background()
 	cache := modelCache(b, dir)
-	old := stdout
-	stdout = io.Discard
-	defer func() { stdout = old }()
+	redirectStdout(b, io.Discard)
 	ixDir, err := folderIndex(ctx, folder, cache)
 	if err != nil {
 		b.Fatal(err)

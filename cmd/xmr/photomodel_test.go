@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -100,6 +101,25 @@ func TestBuiltinPhotoModel(t *testing.T) {
 	}
 }
 
+// sharedPhotoFiles returns the shared set's photos whose names match
+// pattern (needPhotos), failing when fewer than n do.
+func sharedPhotoFiles(t testing.TB, pattern string, n int) []string {
+	t.Helper()
+	photos, err := filepath.Glob(filepath.Join(needPhotos(t), "images", pattern))
+	if err != nil || len(photos) < n {
+		t.Fatalf("%d shared photos match %s, want %d: %v", len(photos), pattern, n, err)
+	}
+	return photos
+}
+
+// redirectStdout sends what the command's code prints to w until the test
+// ends.
+func redirectStdout(t testing.TB, w io.Writer) {
+	old := stdout
+	stdout = w
+	t.Cleanup(func() { stdout = old })
+}
+
 // linkAll links the files into the new directory dir.
 func linkAll(t testing.TB, files []string, dir string) {
 	t.Helper()
@@ -118,20 +138,14 @@ func linkAll(t testing.TB, files []string, dir string) {
 // time, reused while the folder holds as many photos, built again when a
 // photo is added.
 func TestFolderIndex(t *testing.T) {
-	shared := needPhotos(t)
 	dir := t.TempDir()
-	photos, err := filepath.Glob(filepath.Join(shared, "images", "1*.jpg"))
-	if err != nil || len(photos) < 8 {
-		t.Fatalf("%d photos: %v", len(photos), err)
-	}
+	photos := sharedPhotoFiles(t, "1*.jpg", 8)
 	folder := filepath.Join(dir, "photos")
 	linkAll(t, photos[:5], folder)
 	ctx := context.Background()
 	cache := modelCache(t, dir)
 	var out strings.Builder
-	old := stdout
-	stdout = &out
-	t.Cleanup(func() { stdout = old })
+	redirectStdout(t, &out)
 	ix1, err := folderIndex(ctx, folder, cache)
 	if err != nil {
 		t.Fatal(err)
@@ -227,12 +241,8 @@ func mkdir(t testing.TB, dir string) string {
 // (checkFusionImages); without the activations it is refused, naming
 // --taps.
 func TestIndexOnlySplitBuiltin(t *testing.T) {
-	shared := needPhotos(t)
 	dir := t.TempDir()
-	photos, err := filepath.Glob(filepath.Join(shared, "images", "2*.jpg"))
-	if err != nil || len(photos) < 8 {
-		t.Fatalf("%d photos: %v", len(photos), err)
-	}
+	photos := sharedPhotoFiles(t, "2*.jpg", 8)
 	folder := filepath.Join(dir, "photos")
 	linkAll(t, photos[:8], folder)
 	feats := filepath.Join(dir, "feats")

@@ -100,9 +100,9 @@ func indexPhotoFusion(ctx context.Context, f photoJob, partners []fusionPartner)
 	// The published detector's features, over the same boxes.
 	ufs := make([]*extract.Features, len(fs))
 	for i, x := range fs {
-		u := *x
-		u.Regions, u.Global = x.UntunedRegions, x.UntunedGlobal
-		ufs[i] = &u
+		if ufs[i] = x.Untuned(); ufs[i] == nil {
+			return fmt.Errorf("%s: the extraction gave no published detector's features", kept[i].Path)
+		}
 	}
 	rid, pid := et.Identity(), e.Identity()
 	rfeats, err := indexFeatures(&rid, &extract.Record{MaxBoxes: et.MaxBoxes(), MinScore: float32(f.ext.minScore), Kind: kind})
