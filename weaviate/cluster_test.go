@@ -251,7 +251,15 @@ func TestClusterMatchesLocalIndex(t *testing.T) {
 	if _, err := Open(ctx, dir, nil); err == nil {
 		t.Fatal("Open succeeded with the manifest's server stopped")
 	}
-	ix2, err := Open(ctx, dir, &OpenOptions{URL: cl.Nodes[1].URL})
+	// The other node may answer 503 to its readiness check for a moment
+	// while it notices its peer gone (seen once under a loaded CI run):
+	// ask again for up to 30 seconds.
+	var ix2 *Index
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if ix2, err = Open(ctx, dir, &OpenOptions{URL: cl.Nodes[1].URL}); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
