@@ -60,7 +60,7 @@ var boundaries = []struct {
 		forbidden: []string{"detect"},
 	},
 	{
-		pkgs:      []string{"npy", "mmap", "atomicfile", "outpath", "lockfile", "progress", "torchfile", "tfjs", "photomodel"},
+		pkgs:      []string{"npy", "mmap", "atomicfile", "outpath", "lockfile", "progress", "torchfile", "tfjs", "photomodel", "wordvec"},
 		forbidden: []string{"data", "eval", "model", "train", "tensor", "nn", "synth", "checkpoint"},
 	},
 }

@@ -37,6 +37,12 @@ type TextConfig struct {
 	// model.safetensors); empty means a randomly initialised BERT of the
 	// sizes below.
 	Pretrain string `yaml:"pretrain"`
+	// WordVectors is a file of pretrained word vectors (GloVe's text
+	// format or wink-embeddings' JSON, package wordvec) that a fresh
+	// training run starts the word-embedding table from (InitWordVectors);
+	// the trained table is the checkpoint's, so nothing reads the file
+	// after training. Not with a pretrained BERT, which has its own.
+	WordVectors string `yaml:"word-vectors,omitempty"`
 	// Vocab is a vocab.txt (WordPiece for bert) or word vocabulary file; when
 	// empty for bert, Pretrain's vocab.txt is used; for word models the
 	// vocabulary is built from the training captions.
@@ -229,6 +235,9 @@ func (c Config) Validate() error {
 	p.between("text-model.vocab-size", c.TextModel.VocabSize, 0, MaxVocab)
 	p.oneOf("image-model.feature-norm", c.ImageModel.FeatureNorm, FeatureNorms)
 	p.between("text-model.min-word-count", c.TextModel.MinWordCount, 0, MaxVocab)
+	if c.TextModel.WordVectors != "" && c.TextModel.Pretrain != "" {
+		p.bad("text-model.word-vectors", "a pretrained BERT (text-model.pretrain %q) has its own word embeddings; give one of the two", c.TextModel.Pretrain)
+	}
 	switch c.Model.Name {
 	case "seam":
 		c.validateSEAM(&p)

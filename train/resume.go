@@ -71,12 +71,17 @@ func checkSameConfig(name string, given, stored Config, out string) error {
 // configDiff returns the keys ("model.name") in which given differs from
 // stored, the config of a run, leaving out what a run sets itself: the data
 // path (--data), image-model.feat-dim (the data's feature width), the
-// vocabulary size (from the captions) and, with a pretrained BERT, the
-// text model's sizes (from its config.json).
+// vocabulary size (from the captions), with a pretrained BERT, the
+// text model's sizes (from its config.json), and, when given names none,
+// the word vectors the run started from (xmr train --word-vectors: the
+// run's table is in its checkpoint).
 func configDiff(given, stored Config) []string {
 	given.Dataset.Data = stored.Dataset.Data
 	given.ImageModel.FeatDim = stored.ImageModel.FeatDim
 	given.TextModel.VocabSize = stored.TextModel.VocabSize
+	if given.TextModel.WordVectors == "" {
+		given.TextModel.WordVectors = stored.TextModel.WordVectors
+	}
 	if given.TextModel.Pretrain != "" {
 		given.TextModel = stored.TextModel
 	}

@@ -106,6 +106,9 @@ func TestConfigDiff(t *testing.T) {
 		{"another model", tern, run, nil, []string{"model.name", "training.loss-type"}},
 		{"another batch size", func() Config { c := small; c.Training.BatchSize = 32; return c }(), run, []string{"training.bs"}, nil},
 		{"a pretrained BERT's sizes", bert, bertRun, nil, nil},
+		{"started from word vectors (--word-vectors)", small, func() Config { c := run; c.TextModel.WordVectors = "glove.txt"; return c }(), nil, nil},
+		{"other word vectors", func() Config { c := small; c.TextModel.WordVectors = "other.txt"; return c }(),
+			func() Config { c := run; c.TextModel.WordVectors = "glove.txt"; return c }(), []string{"text-model.word-vectors"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/progress"
+	"github.com/xmr-project/xmr/wordvec"
 )
 
 // Options configure a training run.
@@ -287,6 +288,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
+		if err := initWordVectors(m, cfg); err != nil {
+			return nil, err
+		}
 		// A resumed run has its statistics and banks from the checkpoint.
 		if err := setFeatureStats(m, trainSplit); err != nil {
 			return nil, err
@@ -675,4 +679,30 @@ func sinceBest(history []Record) int {
 		return 0
 	}
 	return len(history) - 1 - best
+}
+
+// initWordVectors starts m's word embeddings from the pretrained vectors of
+// text-model.word-vectors, when set.
+func initWordVectors(m model.Model, cfg Config) error {
+	path := cfg.TextModel.WordVectors
+	if path == "" {
+		return nil
+	}
+	voc := m.Tokenizer().Vocab()
+	want := map[string]bool{}
+	for _, t := range voc.Tokens() {
+		want[t] = true
+	}
+	start := time.Now()
+	v, err := wordvec.Load(path, func(w string) bool { return want[w] })
+	if err != nil {
+		return fmt.Errorf("text-model.word-vectors: %w", err)
+	}
+	rep, err := model.InitWordVectors(m, v, cfg.Training.Seed)
+	if err != nil {
+		return fmt.Errorf("text-model.word-vectors %s: %w", path, err)
+	}
+	slog.Info("word embeddings from pretrained vectors", "file", path, "dim", v.Dim,
+		"found", rep.Found, "vocab", rep.Vocab, "missing", strings.Join(rep.Missing, " "), "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -349,5 +350,69 @@ func TestModelsLearnRealCaptions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWordVectors checks that text-model.word-vectors starts the word
+// embeddings from the file: two words given the same vector start with the
+// same row and are still nearly the same after a few steps, where random
+// rows are unrelated; and that a bad file stops the run with its name.
+func TestWordVectors(t *testing.T) {
+	dir := testWorld(t)
+	vecPath := filepath.Join(t.TempDir(), "vectors.txt")
+	// The world's colour words: two share a vector, the third its own.
+	if err := os.WriteFile(vecPath, []byte("red 1 0 0 2\nblue 1 0 0 2\ngreen -1 3 0.5 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cosine := func(edit func(*Config)) float64 {
+		t.Helper()
+		cfg := tinyConfig(t, "teran-mrsw-small.yaml")
+		edit(&cfg)
+		out := t.TempDir()
+		if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: out, MaxIters: 3, ValImages: 20}); err != nil {
+			t.Fatal(err)
+		}
+		m, f, err := model.Load(filepath.Join(out, "last.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		w, err := model.WordTable(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := func(word string) []float32 {
+			id, ok := m.Tokenizer().Vocab().ID(word)
+			if !ok {
+				t.Fatalf("%q is not in the world's vocabulary", word)
+			}
+			d := w.Shape[1]
+			return w.Data[int(id)*d : int(id+1)*d]
+		}
+		a, b := row("red"), row("blue")
+		var ab, aa, bb float64
+		for i := range a {
+			ab += float64(a[i]) * float64(b[i])
+			aa += float64(a[i]) * float64(a[i])
+			bb += float64(b[i]) * float64(b[i])
+		}
+		return ab / math.Sqrt(aa*bb)
+	}
+	with := cosine(func(c *Config) { c.TextModel.WordVectors = vecPath })
+	without := cosine(func(c *Config) {})
+	t.Logf("cosine of red and blue after 3 steps: %.3f with the vectors, %.3f without", with, without)
+	if with < 0.9 || math.Abs(without) > 0.5 {
+		t.Fatalf("cosine of red and blue %.3f with the shared vector, %.3f without: want > 0.9 and near 0", with, without)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.txt")
+	if err := os.WriteFile(bad, []byte("red 1 2\nblue 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig(t, "teran-mrsw-small.yaml")
+	cfg.TextModel.WordVectors = bad
+	_, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: t.TempDir(), MaxIters: 1, ValImages: 20})
+	if err == nil || !strings.Contains(err.Error(), "text-model.word-vectors: "+bad+": line 2") {
+		t.Fatalf("a bad vectors file: error %v, want one naming the key, file and line", err)
 	}
 }

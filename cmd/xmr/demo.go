@@ -43,6 +43,7 @@ type demoOptions struct {
 	dir        string
 	n          int
 	timeBudget time.Duration
+	totalTime  time.Duration
 	maxIters   int
 	config     string
 	retrain    bool
@@ -105,12 +106,13 @@ index that the first one made.`,
 			fs.IntVar(&demoFlags.n, "n", 6000, "images in the synthetic world (at least 200)")
 			fs.DurationVar(&demoFlags.timeBudget, "time-budget", 0, "stop training after this much time even if iterations remain (0: no limit)")
 			fs.IntVar(&demoFlags.maxIters, "max-iters", demoIters, "training iterations (0: the time budget alone)")
+			fs.DurationVar(&demoFlags.totalTime, "total-time", 0, fmt.Sprintf("aim to be ready (everything but serving) this long after the start: the main model trains last, for what is left once %s are kept for the evaluation and the index, at most --max-iters (0: no aim; --photos: %s)", demoReserve, photoTotalTime))
 			fs.StringVar(&demoFlags.config, "config", demoConfig, "model config (a file or a built-in name; teran-mrsw-demo is a small TERAN with a schedule for a few hundred iterations)")
 			fs.BoolVar(&demoFlags.retrain, "retrain", false, "train again even if DIR/run has a model (and index again)")
 			fs.BoolVar(&demoFlags.fresh, "fresh", false, "make everything again: the world, the model and the index")
 			fs.BoolVar(&demoFlags.noServe, "no-serve", false, "stop after the evaluation and the index; do not serve")
 			fs.StringVar(&demoFlags.addr, "addr", "127.0.0.1:8080", "address to serve the page on (host:port; port 0 picks a free one)")
-			fs.StringVar(&demoFlags.photos, "photos", "", "run on real photos instead: a `DIR` holding a Karpathy split file (dataset_flickr8k.json, ...) and its photos; the defaults become --dir xmr-photos --config "+photoConfig+fmt.Sprintf(" --max-iters %d", photoIters))
+			fs.StringVar(&demoFlags.photos, "photos", "", "run on real photos instead: a `DIR` holding a Karpathy split file (dataset_flickr8k.json, ...) and its photos; the defaults become --dir xmr-photos --config "+photoConfig+fmt.Sprintf(" --max-iters %d --total-time %s", photoIters, photoTotalTime))
 			demoFlagSet = fs
 		},
 		run: runDemo,
@@ -148,6 +150,9 @@ func runDemo(ctx context.Context, args []string) error {
 		if !set["max-iters"] {
 			o.maxIters = photoIters
 		}
+		if !set["total-time"] {
+			o.totalTime = photoTotalTime
+		}
 		if set["n"] {
 			return usageErrorf("--n sizes the synthetic world; --photos brings its own photos")
 		}
@@ -159,6 +164,8 @@ func runDemo(ctx context.Context, args []string) error {
 		return usageErrorf("--max-iters must be positive (or 0 with --time-budget), is %d", o.maxIters)
 	case o.timeBudget < 0:
 		return usageErrorf("--time-budget must be positive or 0 (no limit), is %v", o.timeBudget)
+	case o.totalTime < 0:
+		return usageErrorf("--total-time must be positive or 0 (no aim), is %v", o.totalTime)
 	case o.timeBudget == 0 && o.maxIters == 0:
 		return usageErrorf("--max-iters 0 trains until --time-budget, which is 0: give one of them")
 	}
@@ -226,33 +233,40 @@ func demo(ctx context.Context, o demoOptions, src demoSource) error {
 		return err
 	}
 
+	// The partners train first: they stop by themselves, so the main
+	// model, trained last, can have what is left of --total-time.
+	partner := src.partner()
+	if partner != nil {
+		if err := trainPartner(ctx, o, partner, o.retrain || o.fresh || made); err != nil {
+			return err
+		}
+	}
+
 	run := filepath.Join(o.dir, "run")
 	best := filepath.Join(run, "best-rsum.safetensors")
 	marker := filepath.Join(o.dir, demoConfigFile)
-	trained := demoMarker(cfg, o.maxIters, o.timeBudget) // before train.Run, which may fill in what the data says
+	trained := demoMarker(cfg, o.maxIters, o.timeBudget, o.totalTime) // before train.Run, which may fill in what the data says
 	reuse, why := demoReuse(best, marker, cfg, trained)
 	if !reuse || o.retrain || o.fresh || made {
 		// The marker names the model in run only once its training ends.
 		if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		step(2, "training %s (%s) %s in %s", o.config, cfg.Model.Name, demoSchedule(o.maxIters, o.timeBudget, o.config), run)
+		budget, note := demoBudget(o.timeBudget, o.totalTime, time.Since(start))
+		step(2, "training %s (%s) %s in %s", o.config, cfg.Model.Name, demoSchedule(o.maxIters, budget, o.config), run)
+		if note != "" {
+			fmt.Fprintf(stdout, "    %s\n", note)
+		}
 		if why != "" && !o.retrain && !o.fresh && !made {
 			fmt.Fprintf(stdout, "    %s\n", why)
 		}
 		opts := src.trainOptions()
-		opts.Config, opts.Out, opts.TimeBudget, opts.MaxIters, opts.Overwrite = cfg, run, o.timeBudget, o.maxIters, true
+		opts.Config, opts.Out, opts.TimeBudget, opts.MaxIters, opts.Overwrite = cfg, run, budget, o.maxIters, true
 		if err := demoTrain(ctx, opts, marker, trained); err != nil {
 			return err
 		}
 	} else {
 		step(2, "using the model in %s (--retrain to train again)", run)
-	}
-	partner := src.partner()
-	if partner != nil {
-		if err := trainPartner(ctx, o, partner, o.retrain || o.fresh || made); err != nil {
-			return err
-		}
 	}
 
 	m, cf, err := model.Load(best)
@@ -666,8 +680,31 @@ const demoConfigFile = ".demo-config.yaml"
 // demoMarker is what the marker file says of a model trained with cfg for
 // iters iterations within the time budget (0: none): a demo asked for
 // another schedule trains again.
-func demoMarker(cfg train.Config, iters int, budget time.Duration) string {
-	return cfg.Marshal() + fmt.Sprintf("# xmr demo --max-iters %d --time-budget %s\n", iters, budget)
+func demoMarker(cfg train.Config, iters int, budget, total time.Duration) string {
+	m := cfg.Marshal() + fmt.Sprintf("# xmr demo --max-iters %d --time-budget %s\n", iters, budget)
+	if total > 0 { // markers written before --total-time existed stay valid without it
+		m += fmt.Sprintf("# --total-time %s\n", total)
+	}
+	return m
+}
+
+// demoBudget returns the main model's training time budget: budget
+// (--time-budget), or, with total (--total-time) and elapsed since the
+// demo started, what is left of total once demoReserve is kept for the
+// evaluation and the index, if that is less, and never under
+// demoMinTraining. note says so when total decides it ("" otherwise).
+func demoBudget(budget, total, elapsed time.Duration) (time.Duration, string) {
+	if total <= 0 {
+		return budget, ""
+	}
+	left := (total - elapsed - demoReserve).Round(time.Second)
+	if budget > 0 && budget <= left {
+		return budget, ""
+	}
+	if left < demoMinTraining {
+		return demoMinTraining, fmt.Sprintf("%s of --total-time %s went to the steps before it: training for %s all the same, so the demo will take longer", elapsed.Round(time.Second), total, demoMinTraining)
+	}
+	return left, fmt.Sprintf("what --total-time %s leaves after %s of the steps before it and %s kept for the evaluation and the index; a fast CPU does every iteration sooner", total, elapsed.Round(time.Second), demoReserve)
 }
 
 // demoReuse reports whether the demo can reuse the trained model best for

@@ -126,7 +126,7 @@ func trainPartner(ctx context.Context, o demoOptions, p *demoPartner, again bool
 		run := filepath.Join(o.dir, partnerPath(partnerRun, k))
 		best := filepath.Join(run, "best-rsum.safetensors")
 		marker := filepath.Join(o.dir, partnerPath(partnerMarkerFile, k))
-		trained := demoMarker(cfg, 0, partnerBudget)
+		trained := demoMarker(cfg, 0, partnerBudget, 0)
 		if reuse, _ := demoReuse(best, marker, cfg, trained); reuse && !again {
 			step(2, "using the global-vector model in %s, fused with it", run)
 			continue

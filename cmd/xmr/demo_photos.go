@@ -42,6 +42,20 @@ const (
 	// Flickr8k, validations included, on 2 cores of an AMD EPYC Zen 5
 	// (docs/photos.md), for the time the demo announces.
 	photoIterSeconds = 1.7
+	// photoTotalTime is the photo demo's default --total-time: the hour
+	// it is meant to take, less a little, so that a CPU too slow for all
+	// of photoIters in it trains fewer (docs/photos.md).
+	photoTotalTime = 57 * time.Minute
+)
+
+// demoReserve is the time --total-time keeps for what follows the
+// training: its last validation, the evaluation (the fusion's too), the
+// drawings and the indexes (1 minute 6 seconds on the slowest machine of
+// docs/photos.md); demoMinTraining the least a main model trains however
+// late its training starts.
+const (
+	demoReserve     = 2 * time.Minute
+	demoMinTraining = 5 * time.Minute
 )
 
 // photoSet finds the Karpathy split file and the photos' root in dir: the

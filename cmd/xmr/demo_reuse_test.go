@@ -39,11 +39,12 @@ func TestDemoReuse(t *testing.T) {
 		why    string
 	}{
 		{"no model", false, "", "", teran, false, ""},
-		{"marker matches", true, teran.Marshal(), demoMarker(teran, 600, 0), teran, true, ""},
-		{"marker differs", true, teran.Marshal(), demoMarker(teran, 600, 0), tern, false, "trained with another config"},
-		{"marker differs, same model", true, teran.Marshal(), demoMarker(changed, 600, 0), teran, false, "trained with another config"},
-		{"other iterations", true, teran.Marshal(), demoMarker(teran, 100, 0), teran, false, "trained for another number of iterations or time"},
-		{"a time budget", true, teran.Marshal(), demoMarker(teran, 600, time.Minute), teran, false, "trained for another number of iterations or time"},
+		{"marker matches", true, teran.Marshal(), demoMarker(teran, 600, 0, 0), teran, true, ""},
+		{"marker differs", true, teran.Marshal(), demoMarker(teran, 600, 0, 0), tern, false, "trained with another config"},
+		{"marker differs, same model", true, teran.Marshal(), demoMarker(changed, 600, 0, 0), teran, false, "trained with another config"},
+		{"other iterations", true, teran.Marshal(), demoMarker(teran, 100, 0, 0), teran, false, "trained for another number of iterations or time"},
+		{"a time budget", true, teran.Marshal(), demoMarker(teran, 600, time.Minute, 0), teran, false, "trained for another number of iterations or time"},
+		{"a total time", true, teran.Marshal(), demoMarker(teran, 600, 0, time.Hour), teran, false, "trained for another number of iterations or time"},
 		{"marker of before the schedule", true, teran.Marshal(), teran.Marshal(), teran, false, "trained for another number of iterations or time"},
 		{"old demo, same model", true, teran.Marshal(), "", teran, true, ""},
 		{"old demo, other model", true, teran.Marshal(), "", tern, false, "is teran, the config asks for tern"},
@@ -71,7 +72,7 @@ func TestDemoReuse(t *testing.T) {
 			write(filepath.Join(run, "config.yaml"), c.stored)
 			marker := filepath.Join(d, demoConfigFile)
 			write(marker, c.marker)
-			reuse, why := demoReuse(best, marker, c.cfg, demoMarker(c.cfg, 600, 0))
+			reuse, why := demoReuse(best, marker, c.cfg, demoMarker(c.cfg, 600, 0, 0))
 			if reuse != c.reuse || (c.why == "") != (why == "") || !strings.Contains(why, c.why) {
 				t.Fatalf("demoReuse = %v, %q; want %v, %q", reuse, why, c.reuse, c.why)
 			}

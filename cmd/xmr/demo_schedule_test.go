@@ -62,3 +62,27 @@ func TestDemoWorldShape(t *testing.T) {
 		t.Fatalf("the demo's own world: made again %v (%v), want it reused", made, err)
 	}
 }
+
+// TestDemoBudget checks the main model's training time under --total-time:
+// what is left once the steps before it and the reserve are taken, unless
+// --time-budget is less, and at least demoMinTraining.
+func TestDemoBudget(t *testing.T) {
+	cases := []struct {
+		budget, total, elapsed time.Duration
+		want                   time.Duration
+		note                   string
+	}{
+		{0, 0, 20 * time.Minute, 0, ""},
+		{time.Minute, 0, 20 * time.Minute, time.Minute, ""},
+		{0, 57 * time.Minute, 23*time.Minute + 400*time.Millisecond, 32 * time.Minute, "what --total-time 57m0s leaves after 23m0s of the steps before it and 2m0s kept"},
+		{10 * time.Minute, 57 * time.Minute, 23 * time.Minute, 10 * time.Minute, ""},
+		{40 * time.Minute, 57 * time.Minute, 23 * time.Minute, 32 * time.Minute, "what --total-time 57m0s leaves"},
+		{0, 57 * time.Minute, 53 * time.Minute, demoMinTraining, "53m0s of --total-time 57m0s went to the steps before it: training for 5m0s all the same"},
+	}
+	for _, c := range cases {
+		got, note := demoBudget(c.budget, c.total, c.elapsed)
+		if got != c.want || !strings.HasPrefix(note, c.note) || (c.note == "") != (note == "") {
+			t.Errorf("demoBudget(%v, %v, %v) = %v, %q; want %v, %q", c.budget, c.total, c.elapsed, got, note, c.want, c.note)
+		}
+	}
+}

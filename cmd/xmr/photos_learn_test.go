@@ -222,6 +222,7 @@ func TestPhotoDemo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"1/6 extracting the regions of 140 photos (train, dev; the train photos mirrored too)", "2/6 training", "5 iterations",
+		"what --total-time 57m0s leaves after", // the default, which 5 iterations do not reach
 		"3/6 evaluating on the val split (the split file has no test split", "rsum", "4/6 drawing",
 		"5/6 indexing the dev split", "20 images and 100 captions",
 		fmt.Sprintf("2/6 training seam-e-photos (seed 1 of %d) on the photos' global vectors", partnerSeeds),
@@ -233,6 +234,11 @@ func TestPhotoDemo(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("first run: stdout lacks %q:\n%s", want, stdout)
 		}
+	}
+	// The global-vector models train first, the region model last, with
+	// what is left of the demo's total time.
+	if a, b := strings.Index(stdout, "2/6 training seam-e-photos"), strings.Index(stdout, "2/6 training "+cfg); a < 0 || b < a {
+		t.Errorf("the region model trains at %d of stdout, the first global-vector model at %d: want it after", b, a)
 	}
 	for _, f := range []string{"alignment-1.png", "query-1.png", "run/best-rsum.safetensors", "index/manifest.json", "features/train_ims.npy", "features/dev_ims.npy",
 		"features/taps-s32/train.npy", "features/taps-s32/dev.npy", "run-global/best-rsum.safetensors", "index-global/manifest.json", "fused/fusion.json",

