@@ -50,7 +50,7 @@ const (
 
 // demoReserve is the time --total-time keeps for what follows the
 // training: its last validation, the evaluation (the fusion's too), the
-// drawings and the indexes (1 minute 6 seconds on the slowest machine of
+// drawings and the indexes (about a minute on the slowest machine of
 // docs/photos.md); demoMinTraining the least a main model trains however
 // late its training starts.
 const (
