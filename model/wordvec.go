@@ -20,7 +20,7 @@ func WordTable(m Model) (*tensor.Tensor, error) {
 	var found *tensor.Tensor
 	for _, p := range m.Params() {
 		for _, s := range wordTableSuffixes {
-			if strings.HasSuffix(p.Name, s) && !strings.HasPrefix(p.Name, "decoder.") {
+			if strings.HasSuffix(p.Name, s) {
 				if found != nil {
 					return nil, fmt.Errorf("model %s: two word-embedding tables", m.Config().Model.Name)
 				}

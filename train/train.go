@@ -689,12 +689,8 @@ func initWordVectors(m model.Model, cfg Config) error {
 		return nil
 	}
 	voc := m.Tokenizer().Vocab()
-	want := map[string]bool{}
-	for _, t := range voc.Tokens() {
-		want[t] = true
-	}
 	start := time.Now()
-	v, err := wordvec.Load(path, func(w string) bool { return want[w] })
+	v, err := wordvec.Load(path, func(w string) bool { _, ok := voc.ID(w); return ok })
 	if err != nil {
 		return fmt.Errorf("text-model.word-vectors: %w", err)
 	}

@@ -692,7 +692,7 @@ func demoMarker(cfg train.Config, iters int, budget, total time.Duration) string
 // (--time-budget), or, with total (--total-time) and elapsed since the
 // demo started, what is left of total once demoReserve is kept for the
 // evaluation and the index, if that is less, and never under
-// demoMinTraining. note says so when total decides it ("" otherwise).
+// demoMinTraining (or budget, when less). note says so when total decides it ("" otherwise).
 func demoBudget(budget, total, elapsed time.Duration) (time.Duration, string) {
 	if total <= 0 {
 		return budget, ""
@@ -701,8 +701,11 @@ func demoBudget(budget, total, elapsed time.Duration) (time.Duration, string) {
 	if budget > 0 && budget <= left {
 		return budget, ""
 	}
-	if left < demoMinTraining {
-		return demoMinTraining, fmt.Sprintf("%s of --total-time %s went to the steps before it: training for %s all the same, so the demo will take longer", elapsed.Round(time.Second), total, demoMinTraining)
+	if floor := demoMinTraining; left < floor {
+		if budget > 0 && budget < floor { // --time-budget is never exceeded
+			floor = budget
+		}
+		return floor, fmt.Sprintf("%s of --total-time %s went to the steps before it: training for %s all the same, so the demo will take longer", elapsed.Round(time.Second), total, floor)
 	}
 	return left, fmt.Sprintf("what --total-time %s leaves after %s of the steps before it and %s kept for the evaluation and the index; a fast CPU does every iteration sooner", total, elapsed.Round(time.Second), demoReserve)
 }

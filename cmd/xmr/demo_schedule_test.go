@@ -78,6 +78,7 @@ func TestDemoBudget(t *testing.T) {
 		{10 * time.Minute, 57 * time.Minute, 23 * time.Minute, 10 * time.Minute, ""},
 		{40 * time.Minute, 57 * time.Minute, 23 * time.Minute, 32 * time.Minute, "what --total-time 57m0s leaves"},
 		{0, 57 * time.Minute, 53 * time.Minute, demoMinTraining, "53m0s of --total-time 57m0s went to the steps before it: training for 5m0s all the same"},
+		{time.Minute, 57 * time.Minute, 56 * time.Minute, time.Minute, "56m0s of --total-time 57m0s went to the steps before it: training for 1m0s"},
 	}
 	for _, c := range cases {
 		got, note := demoBudget(c.budget, c.total, c.elapsed)
