@@ -60,7 +60,7 @@ var boundaries = []struct {
 		forbidden: []string{"detect"},
 	},
 	{
-		pkgs:      []string{"npy", "mmap", "atomicfile", "outpath", "lockfile", "progress", "torchfile", "tfjs", "photomodel", "wordvec"},
+		pkgs:      []string{"npy", "mmap", "atomicfile", "outpath", "lockfile", "progress", "torchfile", "tfjs", "photomodel", "wordvec", "internal/npmpack"},
 		forbidden: []string{"data", "eval", "model", "train", "tensor", "nn", "synth", "checkpoint"},
 	},
 }
