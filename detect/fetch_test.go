@@ -1,13 +1,13 @@
 package detect
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/internal/npmpack/npmpacktest"
 )
 
 // TestFetchDefaultCache makes sure the default cache holds the weights,
@@ -19,45 +19,14 @@ func TestFetchDefaultCache(t *testing.T) {
 	}
 }
 
-// fakeNPM puts an "npm" on PATH that answers `npm pack` by writing a
-// tarball holding the given files as package/models/NAME, or fails.
+// fakeNPM puts an "npm" on PATH that answers `npm pack` with a tarball
+// holding the given files as package/models/NAME, or fails.
 func fakeNPM(t *testing.T, files map[string][]byte, fail bool) {
-	t.Helper()
-	bin := t.TempDir()
-	tgz := filepath.Join(t.TempDir(), "vladmandic-human-3.3.6.tgz")
-	f, err := os.Create(tgz)
-	if err != nil {
-		t.Fatal(err)
+	entries := map[string][]byte{"package/README.md": nil}
+	for name, data := range files {
+		entries["package/models/"+name] = data
 	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
-	for _, name := range []string{"package/README.md", "package/models/centernet.json", "package/models/centernet.bin"} {
-		data, ok := files[filepath.Base(name)]
-		if !ok && name != "package/README.md" {
-			continue
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	zw.Close()
-	f.Close()
-	script := "#!/bin/sh\n"
-	if fail {
-		script += "echo 'npm error 404 Not Found' >&2\nexit 1\n"
-	} else {
-		script += "[ \"$1\" = pack ] || exit 2\ncp '" + tgz + "' . && echo vladmandic-human-3.3.6.tgz\n"
-	}
-	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	npmpacktest.FakeNPM(t, "vladmandic-human-3.3.6.tgz", entries, fail)
 }
 
 func realFiles(t *testing.T) map[string][]byte {

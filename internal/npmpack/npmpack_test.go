@@ -1,8 +1,6 @@
 package npmpack
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,47 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/internal/npmpack/npmpacktest"
 )
 
-// fakeNPM puts an "npm" on PATH that answers `npm pack` by writing a
-// tarball of the given entries (name to content), or fails.
+// fakeNPM puts an npm on PATH whose `npm pack` writes entries, or fails.
 func fakeNPM(t *testing.T, entries map[string][]byte, fail bool) {
-	t.Helper()
-	bin := t.TempDir()
-	tgz := filepath.Join(t.TempDir(), "pkg-1.0.0.tgz")
-	f, err := os.Create(tgz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
-	for name, data := range entries {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	script := "#!/bin/sh\n"
-	if fail {
-		script += "echo 'npm error 404 Not Found' >&2\nexit 1\n"
-	} else {
-		script += "[ \"$1\" = pack ] || exit 2\ncp '" + tgz + "' . && echo pkg-1.0.0.tgz\n"
-	}
-	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	npmpacktest.FakeNPM(t, "pkg-1.0.0.tgz", entries, fail)
 }
 
 func sum(b []byte) string {
