@@ -137,6 +137,15 @@ type TrainingConfig struct {
 	// trained weight (MEMBER's memory banks) is not averaged. 0: no
 	// average.
 	EMADecay float64 `yaml:"ema-decay,omitempty"`
+	// RegionDrop, above 0, masks each region of a training image with
+	// this probability at every step, at least one region kept: the
+	// regions a caption's words can align with change from step to step.
+	// Validation and inference see every region. 0: none.
+	RegionDrop float64 `yaml:"region-drop,omitempty"`
+	// WordDrop, above 0, drops each word of a training caption with this
+	// probability at every step, before tokenising, at least one word
+	// kept. 0: none.
+	WordDrop float64 `yaml:"word-drop,omitempty"`
 }
 
 // Default returns TERAN MrSw at the published size, with the paper's
@@ -297,6 +306,8 @@ func (c Config) Validate() error {
 	if t.EMADecay != 0 {
 		interval("training.ema-decay", t.EMADecay, 0, 1, true, true)
 	}
+	interval("training.region-drop", t.RegionDrop, 0, 1, false, true)
+	interval("training.word-drop", t.WordDrop, 0, 1, false, true)
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
 	}

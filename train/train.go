@@ -493,7 +493,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		order := EpochOrder(tc.Seed, st.Epoch, nCaps)
 		caps := order[st.Pos : st.Pos+bs]
-		loss, err := stepper.Step(BatchOf(m, trainSplit, caps), st.Iter)
+		loss, err := stepper.Step(trainBatch(m, trainSplit, caps, tc, st.Iter), st.Iter)
 		if err != nil {
 			return nil, fmt.Errorf("iteration %d: %w", st.Iter, err)
 		}
@@ -620,11 +620,20 @@ func openVision(ctx context.Context, o Options, cut, dir string, tr, dev *data.S
 // BatchOf gathers the captions caps of s and their images into a batch of
 // matching pairs, with their indices in s.
 func BatchOf(m model.Model, s *data.Split, caps []int) Batch {
+	return batchOf(m, s, caps, nil)
+}
+
+// batchOf is BatchOf with each caption passed through edit, in the
+// order of caps, before it is tokenised (nil: the captions as they are).
+func batchOf(m model.Model, s *data.Split, caps []int, edit func(string) string) Batch {
 	imgIdx := make([]int, len(caps))
 	texts := make([]string, len(caps))
 	for k, c := range caps {
 		imgIdx[k] = s.ImageOf(c)
 		texts[k] = s.Captions[c]
+		if edit != nil {
+			texts[k] = edit(texts[k])
+		}
 	}
 	b := Batch{Images: model.ImageBatch(s.Images, imgIdx), Texts: model.TextBatch(m, texts)}
 	// The training indices: a model with memory banks (MEMBER) refreshes

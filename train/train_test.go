@@ -80,6 +80,7 @@ func TestModelsLearn(t *testing.T) {
 		edit   func(*Config)
 	}{
 		{"teran-mrsw", "teran-mrsw-small.yaml", 250, nil},
+		{"teran-mrsw-drop", "teran-mrsw-small.yaml", 250, func(c *Config) { c.Training.RegionDrop, c.Training.WordDrop = 0.2, 0.1 }},
 		// MwSr's hardest negatives collapse a model this small and this early
 		// (R@1 near chance at 500 iterations once they start at 150 or 250): it
 		// learns on the sum of hinges throughout. With them from iteration 400
@@ -189,15 +190,20 @@ func TestResumeIsExact(t *testing.T) {
 	for _, c := range []struct {
 		base string
 		ema  float64
-	}{{"teran-mrsw-small.yaml", 0}, {"member-small.yaml", 0}, {"teran-mwsr-small.yaml", 0.9}} {
+		drop float64 // training.region-drop and word-drop
+	}{{"teran-mrsw-small.yaml", 0, 0}, {"member-small.yaml", 0, 0}, {"teran-mwsr-small.yaml", 0.9, 0}, {"teran-mrsw-small.yaml", 0, 0.2}} {
 		name := strings.TrimSuffix(c.base, "-small.yaml")
 		if c.ema > 0 {
 			name += "-ema"
+		}
+		if c.drop > 0 {
+			name += "-drop"
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			cfg := tinyConfig(t, c.base)
 			cfg.Training.ValStep, cfg.Training.EMADecay = 10, c.ema
+			cfg.Training.RegionDrop, cfg.Training.WordDrop = c.drop, c.drop
 			straight, split := t.TempDir(), t.TempDir()
 			if _, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: straight, MaxIters: 20, ValImages: 50}); err != nil {
 				t.Fatal(err)

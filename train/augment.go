@@ -1,0 +1,76 @@
+package train
+
+import (
+	"math/rand/v2"
+	"strings"
+
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/tensor"
+)
+
+// trainBatch is BatchOf for the training step iter, with the config's
+// batch-level regularisation applied: training.word-drop drops words of
+// the captions before they are tokenised, training.region-drop masks
+// regions of the images (Images.Valid). Both are drawn from the seed and
+// the iteration alone, so a resumed run sees the same batches.
+func trainBatch(m model.Model, s *data.Split, caps []int, tc TrainingConfig, iter int) Batch {
+	if tc.WordDrop == 0 && tc.RegionDrop == 0 {
+		return BatchOf(m, s, caps)
+	}
+	rng := rand.New(rand.NewPCG(tc.Seed, 0x64726f70^uint64(iter)))
+	b := batchOf(m, s, caps, func(c string) string { return dropWords(rng, c, tc.WordDrop) })
+	dropRegions(rng, b.Images.Valid, tc.RegionDrop)
+	return b
+}
+
+// dropWords drops each space-separated word of caption with probability
+// p, keeping at least one word (a random one when all were drawn).
+func dropWords(rng *rand.Rand, caption string, p float64) string {
+	if p <= 0 {
+		return caption
+	}
+	words := strings.Fields(caption)
+	kept := words[:0:0]
+	for _, w := range words {
+		if rng.Float64() >= p {
+			kept = append(kept, w)
+		}
+	}
+	if len(kept) == 0 && len(words) > 0 {
+		kept = append(kept, words[rng.IntN(len(words))])
+	}
+	return strings.Join(kept, " ")
+}
+
+// dropRegions sets to 0 each real region of valid (B, R) with
+// probability p, keeping at least one region of each image (a random
+// one of its real regions when all were drawn).
+func dropRegions(rng *rand.Rand, valid *tensor.Tensor, p float64) {
+	if p <= 0 || valid == nil {
+		return
+	}
+	b, r := valid.Shape[0], valid.Shape[1]
+	for i := 0; i < b; i++ {
+		row := valid.Data[i*r : (i+1)*r]
+		real, kept := 0, 0
+		for j, v := range row {
+			if v == 0 {
+				continue
+			}
+			real++
+			if rng.Float64() < p {
+				row[j] = 0
+			} else {
+				kept++
+			}
+		}
+		if kept > 0 || real == 0 {
+			continue
+		}
+		// Every real region was drawn: a random one of them comes back.
+		// Real regions come first (model.ImageBatch), so they are the
+		// first real ones of the row.
+		row[rng.IntN(real)] = 1
+	}
+}
