@@ -18,6 +18,8 @@ func trainBatch(m model.Model, s *data.Split, caps []int, tc TrainingConfig, ite
 	if tc.WordDrop == 0 && tc.RegionDrop == 0 {
 		return BatchOf(m, s, caps)
 	}
+	// The stream of the step: "drop" in ASCII keeps it apart from the
+	// epoch orders' (EpochOrder) and the tape's dropout's.
 	rng := rand.New(rand.NewPCG(tc.Seed, 0x64726f70^uint64(iter)))
 	b := batchOf(m, s, caps, func(c string) string { return dropWords(rng, c, tc.WordDrop) })
 	dropRegions(rng, b.Images.Valid, tc.RegionDrop)
@@ -51,26 +53,24 @@ func dropRegions(rng *rand.Rand, valid *tensor.Tensor, p float64) {
 		return
 	}
 	b, r := valid.Shape[0], valid.Shape[1]
+	present := make([]int, 0, r) // the slots of a row's real regions
 	for i := 0; i < b; i++ {
 		row := valid.Data[i*r : (i+1)*r]
-		real, kept := 0, 0
+		present = present[:0]
+		kept := 0
 		for j, v := range row {
 			if v == 0 {
 				continue
 			}
-			real++
+			present = append(present, j)
 			if rng.Float64() < p {
 				row[j] = 0
 			} else {
 				kept++
 			}
 		}
-		if kept > 0 || real == 0 {
-			continue
+		if kept == 0 && len(present) > 0 {
+			row[present[rng.IntN(len(present))]] = 1 // every one was drawn: one comes back
 		}
-		// Every real region was drawn: a random one of them comes back.
-		// Real regions come first (model.ImageBatch), so they are the
-		// first real ones of the row.
-		row[rng.IntN(real)] = 1
 	}
 }

@@ -58,9 +58,10 @@ func TestDropWords(t *testing.T) {
 }
 
 func TestDropRegions(t *testing.T) {
-	// Three images of 5 slots: 5 real regions, 2 real and 3 padding, 1.
+	// Three images of 5 slots: 5 real regions; 2 real with padding
+	// between them (a mask need not put its real regions first); 1.
 	const b, r = 3, 5
-	base := []float32{1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0}
+	base := []float32{1, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0}
 	for _, p := range []float64{0, 0.3, 0.9} {
 		rng := rand.New(rand.NewPCG(3, 4))
 		dropped, real := 0, 0
