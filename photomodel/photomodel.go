@@ -4,8 +4,11 @@
 // --images DIR`, `xmr serve --images DIR` with no checkpoint): TERAN with
 // the detector's last block fine-tuned (configs/teran-photos-tuned.yaml),
 // fused with SEAM-E on the published detector's global vectors
-// (configs/seam-e-photos.yaml, five models: seeds 1 to 5) and TERN on its
-// regions (configs/tern-photos.yaml), each at its Partner's weight.
+// (configs/seam-e-photos.yaml, five models: seeds 1 to 5), TERN on its
+// regions (configs/tern-photos.yaml) and a second TERAN on its regions,
+// the detector untouched (configs/teran-photos.yaml), each at its
+// Partner's weight. Both TERAN and TERN start their words from GloVe's
+// vectors.
 // scripts/photo-model makes them all again; docs/photos.md gives their
 // recall.
 //
@@ -59,8 +62,10 @@ const (
 
 // Partners returns the models fused with the region model: SEAM-E on the
 // published detector's global vectors (configs/seam-e-photos.yaml),
-// trained with seeds 1 to 5, and TERN on its regions
-// (configs/tern-photos.yaml).
+// trained with seeds 1 to 5, TERN on its regions
+// (configs/tern-photos.yaml), and TERAN on the same regions
+// (configs/teran-photos.yaml), the last two with their words from GloVe's
+// vectors.
 func Partners() []Partner {
 	var ps []Partner
 	for k := 1; k <= SEAMESeeds; k++ {
@@ -70,7 +75,9 @@ func Partners() []Partner {
 		}
 		ps = append(ps, p)
 	}
-	return append(ps, Partner{Name: "tern", File: "flickr8k-tern.safetensors", Weight: 0.5})
+	return append(ps,
+		Partner{Name: "tern", File: "flickr8k-tern.safetensors", Weight: 0.5},
+		Partner{Name: "teran", File: "flickr8k-teran.safetensors", Weight: 0.3})
 }
 
 // Size returns the size in bytes of every model's file.

@@ -19,7 +19,7 @@ import (
 // a member that fine-tuned the detector from the same published one, whose
 // extract.Options.Untuned gives them, over the same boxes, bit for bit
 // what the published detector's own run gives (extract.TestUntuned). The
-// built-in photo model's seven members take one run a photo.
+// built-in photo model's eight members take one run a photo.
 type fusionImages struct {
 	runs    []*extract.Extractor
 	members []memberImage

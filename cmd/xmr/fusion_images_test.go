@@ -118,7 +118,7 @@ func sameEmbeddings(a, b *model.Embeddings) bool {
 		slices.Equal(a.Pos, b.Pos) && slices.Equal(a.Global, b.Global)
 }
 
-// BenchmarkFusionUpload encodes a photo for the seven members of the
+// BenchmarkFusionUpload encodes a photo for the eight members of the
 // built-in photo model's fusion (an index of 4 shared photos): "shared"
 // as xmr serve and search --image-file do, one detector run for all;
 // "each" with a run for each member, what the sharing saves.
