@@ -7,7 +7,7 @@
 // (configs/seam-e-photos.yaml, five models: seeds 1 to 5), TERN on its
 // regions (configs/tern-photos.yaml) and a second TERAN on its regions,
 // the detector untouched (configs/teran-photos.yaml), each at its
-// Partner's weight. Both TERAN and TERN start their words from GloVe's
+// Partner's weight. Both TERANs and TERN start their words from GloVe's
 // vectors.
 // scripts/photo-model makes them all again; docs/photos.md gives their
 // recall.
