@@ -59,6 +59,9 @@ type MapSpec struct {
 	Node   string // graph node it is read from
 	Stride int    // input pixels per cell
 	C      int    // channels
+	// Optional marks a map that Run returns only when RunOptions.Maps
+	// names it (ClassMap), not by default.
+	Optional bool
 }
 
 // Maps lists the feature maps Run returns, finest first: the neck's output
@@ -66,11 +69,31 @@ type MapSpec struct {
 // the neck's merged maps at strides 8 and 16, and the backbone's last map
 // at stride 32.
 var Maps = []MapSpec{
-	{"neck_s4", "tower_0/CenternetHead/mul", 4, 128},
-	{"neck_s8", "tower_0/CenternetHead/Relu_1", 8, 192},
-	{"neck_s16", "tower_0/CenternetHead/Relu", 16, 256},
-	{"backbone_s32", "tower_0/extern1/hard_swish/mul_1", 32, 480},
+	{Name: "neck_s4", Node: "tower_0/CenternetHead/mul", Stride: 4, C: 128},
+	{Name: "neck_s8", Node: "tower_0/CenternetHead/Relu_1", Stride: 8, C: 192},
+	{Name: "neck_s16", Node: "tower_0/CenternetHead/Relu", Stride: 16, C: 256},
+	{Name: "backbone_s32", Node: "tower_0/extern1/hard_swish/mul_1", Stride: 32, C: 480},
 }
+
+// ClassMap is the class heatmap as a feature map: the 80 class scores
+// (after the sigmoid, 0..1) at stride 4, from which detections are
+// decoded. Pooled over a region it says which COCO objects the region
+// holds, and how surely. Run returns it after the maps of Maps, and only
+// when RunOptions.Maps names it.
+var ClassMap = MapSpec{Name: "classes", Node: nodeKeypoints, Stride: gridStride, C: NumClasses, Optional: true}
+
+// MapNamed returns the map of Maps, or ClassMap, with the given name.
+func MapNamed(name string) (MapSpec, bool) {
+	for _, s := range allMaps() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return MapSpec{}, false
+}
+
+// allMaps returns every map Run can return: Maps, then ClassMap.
+func allMaps() []MapSpec { return append(slices.Clone(Maps), ClassMap) }
 
 // Detection is one detected object.
 type Detection struct {
@@ -126,7 +149,7 @@ type RunOptions struct {
 	MaxDetections int      // at most this many detections after NMS (of the 100 best peaks); 0 means 100
 	MinScore      float32  // drop detections scoring below this
 	IoU           float32  // NMS: drop a box overlapping a better one by more than this IoU; 0 means 0.5
-	Maps          []string // names of the maps to return (see Maps); nil returns all
+	Maps          []string // names of the maps to return (Maps and ClassMap); nil returns those of Maps
 	// KeepUntuned asks a detector with a fine-tuned part (Tuned) for the
 	// maps its part replaced as the detector computed them too
 	// (Output.Untuned); the detector itself has none to give.
@@ -213,10 +236,11 @@ func (d *Detector) WithTaps(nodes ...string) (*Detector, error) {
 	return newDetector(d.m, "the loaded model", append(slices.Clone(d.taps), nodes...)...)
 }
 
-// MapInfo describes the feature maps Run returns (with RunOptions.Maps
-// nil), in order, without running the network: their names, channels and
-// strides. The slice is the caller's.
-func (d *Detector) MapInfo() []MapSpec { return slices.Clone(Maps) }
+// MapInfo describes the feature maps Run can return, in order, without
+// running the network: their names, channels and strides; those marked
+// Optional (ClassMap) only when RunOptions.Maps names them. The slice is
+// the caller's.
+func (d *Detector) MapInfo() []MapSpec { return allMaps() }
 
 // MapWidths returns the channel count of each map in Maps, in order.
 func (d *Detector) MapWidths() []int {
@@ -238,15 +262,16 @@ func (d *Detector) Run(ctx context.Context, rgb []float32, opt RunOptions) (*Out
 	for _, s := range Maps {
 		wantMap[s.Node] = opt.Maps == nil
 	}
+	classes := false
 	for _, name := range opt.Maps {
-		found := false
-		for _, s := range Maps {
-			if s.Name == name {
-				wantMap[s.Node], found = true, true
-			}
-		}
-		if !found {
+		s, ok := MapNamed(name)
+		if !ok {
 			return nil, fmt.Errorf("detect: no feature map named %q", name)
+		}
+		if s == ClassMap {
+			classes = true
+		} else {
+			wantMap[s.Node] = true
 		}
 	}
 	vals, err := d.g.run(ctx, rgb, func(n string) bool {
@@ -269,13 +294,19 @@ func (d *Detector) Run(ctx context.Context, rgb []float32, opt RunOptions) (*Out
 			cands[i].Box[k] = min(max(cands[i].Box[k], 0), InputSize)
 		}
 	}
-	d.g.recycle(vals[nodeKeypoints], vals[nodeWH]) // decoded: no longer needed
+	d.g.recycle(vals[nodeWH]) // decoded: no longer needed
 	out := &Output{Detections: nms(cands, iou, maxDet), g: d.g}
 	for _, s := range Maps {
 		if data, ok := vals[s.Node]; ok && wantMap[s.Node] {
 			n := InputSize / s.Stride
 			out.Maps = append(out.Maps, FeatureMap{Name: s.Name, H: n, W: n, C: s.C, Stride: s.Stride, Data: data})
 		}
+	}
+	if classes {
+		s := ClassMap
+		out.Maps = append(out.Maps, FeatureMap{Name: s.Name, H: gridSize, W: gridSize, C: s.C, Stride: s.Stride, Data: vals[nodeKeypoints]})
+	} else {
+		d.g.recycle(vals[nodeKeypoints])
 	}
 	for _, t := range d.taps {
 		s := d.g.shapes[d.g.outputs[t]]

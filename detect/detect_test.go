@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,8 +82,8 @@ func TestRunShapes(t *testing.T) {
 		t.Fatalf("%d maps, want %d", len(out.Maps), len(Maps))
 	}
 	info := d.MapInfo()
-	if len(info) != len(out.Maps) {
-		t.Fatalf("MapInfo lists %d maps, Run returns %d", len(info), len(out.Maps))
+	if len(info) != len(out.Maps)+1 || info[len(info)-1] != ClassMap || !ClassMap.Optional {
+		t.Fatalf("MapInfo lists %v; Run returns %d maps unasked, and the optional ClassMap after them", info, len(out.Maps))
 	}
 	for i, m := range out.Maps {
 		if m.Name != Maps[i].Name || m.C != d.MapWidths()[i] || len(m.Data) != m.H*m.W*m.C || m.H*m.Stride != InputSize {
@@ -96,6 +97,50 @@ func TestRunShapes(t *testing.T) {
 		if det.Score < 0.01 || det.Class < 0 || det.Class >= NumClasses {
 			t.Errorf("bad detection %+v", det)
 		}
+	}
+}
+
+// TestRunClassMap checks that Run returns the class heatmap as a map
+// (ClassMap) only when asked, after the maps asked with it, and that it is
+// the heatmap Heatmap returns, which the detections are decoded from.
+func TestRunClassMap(t *testing.T) {
+	d := testDetector(t)
+	img := randomImage(3)
+	want, err := d.Heatmap(context.Background(), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = slices.Clone(want)
+	tests := []struct {
+		maps []string
+		want []string
+	}{
+		{nil, []string{"neck_s4", "neck_s8", "neck_s16", "backbone_s32"}},
+		{[]string{"classes"}, []string{"classes"}},
+		{[]string{"classes", "neck_s16"}, []string{"neck_s16", "classes"}},
+	}
+	for _, tc := range tests {
+		out, err := d.Run(context.Background(), img, RunOptions{MinScore: 0.01, Maps: tc.maps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, m := range out.Maps {
+			names = append(names, m.Name)
+		}
+		if !slices.Equal(names, tc.want) {
+			t.Errorf("Maps %v: Run returns %v, want %v", tc.maps, names, tc.want)
+		}
+		if k := slices.IndexFunc(out.Maps, func(m FeatureMap) bool { return m.Name == ClassMap.Name }); k >= 0 {
+			m := out.Maps[k]
+			if m.H*m.Stride != InputSize || m.W*m.Stride != InputSize || m.C != NumClasses || m.Stride != ClassMap.Stride || !slices.Equal(m.Data, want) {
+				t.Errorf("Maps %v: classes map %dx%dx%d stride %d is not the heatmap", tc.maps, m.H, m.W, m.C, m.Stride)
+			}
+		}
+		out.Release()
+	}
+	if _, err := d.Run(context.Background(), img, RunOptions{Maps: []string{"scores"}}); err == nil || !strings.Contains(err.Error(), `no feature map named "scores"`) {
+		t.Errorf("an unknown map: %v", err)
 	}
 }
 

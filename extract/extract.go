@@ -27,8 +27,9 @@ import (
 // Detector is what the extractor needs of a detector: *detect.Detector,
 // or a fake in tests. Run must be safe for concurrent use.
 type Detector interface {
-	// MapInfo describes the feature maps Run returns, in order (their
-	// names, channels and strides), without running the network.
+	// MapInfo describes the feature maps Run can return, in order (their
+	// names, channels and strides), without running the network; those
+	// marked Optional only when RunOptions.Maps names them.
 	MapInfo() []detect.MapSpec
 	Run(ctx context.Context, rgb []float32, opt detect.RunOptions) (*detect.Output, error)
 }
@@ -43,7 +44,8 @@ type Tuning interface {
 // Options tune an Extractor. The zero value gives the defaults.
 type Options struct {
 	// Maps names the detector's feature maps pooled into each region's
-	// vector, concatenated in this order (nil: DefaultMaps).
+	// vector, concatenated in this order (nil: DefaultMaps); it may name
+	// an Optional map, such as detect.ClassMap.
 	Maps []string
 	// MaxBoxes is the number of region slots per image (0: 36, as the
 	// bottom-up features of the papers).
@@ -74,7 +76,8 @@ type Options struct {
 const DefaultMinScore = 0.2
 
 // DefaultMaps are the feature maps pooled by default: nil means every map
-// the detector returns.
+// the detector returns unasked (every one its MapInfo does not mark
+// Optional).
 var DefaultMaps []string
 
 // Pooling names how region vectors are made from the maps; it is part of
@@ -101,7 +104,8 @@ type Extractor struct {
 	det   Detector
 	opt   Options
 	info  []detect.MapSpec // the detector's maps, as its MapInfo says
-	maps  []int            // indexes into info and detect.Output.Maps
+	maps  []int            // indexes into info of the maps pooled, in order
+	names []string         // their names, asked of the detector's Run
 	ident Identity
 	cut   *detect.Cut // the cut Options.Taps names; nil for none
 }
@@ -137,7 +141,11 @@ func New(det Detector, opt Options) (*Extractor, error) {
 		want = DefaultMaps
 	}
 	if len(want) == 0 {
-		want = names
+		for _, m := range info {
+			if !m.Optional {
+				want = append(want, m.Name)
+			}
+		}
 	}
 	width := 0
 	for _, w := range want {
@@ -151,6 +159,7 @@ func New(det Detector, opt Options) (*Extractor, error) {
 		e.maps = append(e.maps, i)
 		width += info[i].C
 	}
+	e.names = slices.Clone(want)
 	e.ident = Identity{Name: detect.Name, Version: detect.Version, Width: width, Maps: slices.Clone(want), Pooling: Pooling}
 	if t, ok := det.(Tuning); ok {
 		e.ident.Tuned = t.Tuning()
@@ -230,14 +239,11 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 		return nil, fmt.Errorf("extractor: picture has %d values, want %d", len(p.RGB), S*S*3)
 	}
 	untuned := e.opt.Untuned && e.ident.Tuned != ""
-	out, err := e.det.Run(ctx, p.RGB, detect.RunOptions{MaxDetections: e.opt.maxBoxes(), MinScore: e.opt.minScore(), KeepUntuned: untuned})
+	out, err := e.det.Run(ctx, p.RGB, detect.RunOptions{MaxDetections: e.opt.maxBoxes(), MinScore: e.opt.minScore(), Maps: e.names, KeepUntuned: untuned})
 	if err != nil {
 		return nil, err
 	}
 	defer out.Release() // the maps are pooled into f below and not kept
-	if len(out.Maps) != len(e.info) {
-		return nil, fmt.Errorf("extractor: the detector returned %d maps, its MapInfo says %d", len(out.Maps), len(e.info))
-	}
 	var tap *Tap
 	if e.cut != nil {
 		// Copied now: out.Release hands the detector's memory back.
@@ -258,10 +264,15 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 	}
 	off := 0
 	for _, mi := range e.maps {
-		m := &out.Maps[mi]
-		if want := e.info[mi]; m.Name != want.Name || m.C != want.C || m.Stride != want.Stride || m.H <= 0 || m.W <= 0 || len(m.Data) != m.H*m.W*m.C {
-			return nil, fmt.Errorf("extractor: detector map %d is %q, %dx%dx%d at stride %d with %d values; its MapInfo says %q, %d channels at stride %d",
-				mi, m.Name, m.H, m.W, m.C, m.Stride, len(m.Data), want.Name, want.C, want.Stride)
+		want := e.info[mi]
+		k := slices.IndexFunc(out.Maps, func(m detect.FeatureMap) bool { return m.Name == want.Name })
+		if k < 0 {
+			return nil, fmt.Errorf("extractor: the detector returned no map %q, which its MapInfo lists", want.Name)
+		}
+		m := &out.Maps[k]
+		if m.C != want.C || m.Stride != want.Stride || m.H <= 0 || m.W <= 0 || len(m.Data) != m.H*m.W*m.C {
+			return nil, fmt.Errorf("extractor: detector map %q is %dx%dx%d at stride %d with %d values; its MapInfo says %d channels at stride %d",
+				m.Name, m.H, m.W, m.C, m.Stride, len(m.Data), want.C, want.Stride)
 		}
 		if off+m.C > D {
 			return nil, fmt.Errorf("extractor: detector map %q has %d channels, more than its MapInfo says", m.Name, m.C)

@@ -188,10 +188,9 @@ func TestNewMapInfo(t *testing.T) {
 		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 0}}, `detector map "lin" has 0 channels`, ""},
 		{[]detect.MapSpec{{Name: "lin", Stride: 0, C: 2}}, `detector map "lin" has 2 channels and stride 0`, ""},
 		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 2}, {Name: "lin", Stride: 32, C: 3}}, `names two maps "lin"`, ""},
-		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 2}}, "", "the detector returned 2 maps, its MapInfo says 1"},
-		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 2}, {Name: "rgb", Stride: 32, C: 4}}, "", `its MapInfo says "rgb", 4 channels at stride 32`},
-		{[]detect.MapSpec{{Name: "lin", Stride: 16, C: 2}, {Name: "rgb", Stride: 32, C: 3}}, "", `its MapInfo says "lin", 2 channels at stride 16`},
-		{[]detect.MapSpec{{Name: "rgb", Stride: 32, C: 3}, {Name: "lin", Stride: 8, C: 2}}, "", `detector map 0 is "lin"`},
+		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 2}, {Name: "depth", Stride: 8, C: 1}}, "", `the detector returned no map "depth"`},
+		{[]detect.MapSpec{{Name: "lin", Stride: 8, C: 2}, {Name: "rgb", Stride: 32, C: 4}}, "", `detector map "rgb" is 16x16x3 at stride 32 with 768 values; its MapInfo says 4 channels at stride 32`},
+		{[]detect.MapSpec{{Name: "lin", Stride: 16, C: 2}, {Name: "rgb", Stride: 32, C: 3}}, "", `its MapInfo says 2 channels at stride 16`},
 	}
 	pic := &Picture{RGB: make([]float32, detect.InputSize*detect.InputSize*3), Width: 10, Height: 10}
 	for _, tc := range tests {
@@ -208,6 +207,60 @@ func TestNewMapInfo(t *testing.T) {
 		}
 		if _, err := e.Run(context.Background(), pic); err == nil || !strings.Contains(err.Error(), tc.runErr) {
 			t.Errorf("%v: Run: %v, want %q", tc.info, err, tc.runErr)
+		}
+	}
+}
+
+// TestOptionalMap checks that a map the detector marks Optional (as
+// detect.ClassMap) is pooled only when Options.Maps names it: the default
+// identity leaves it out, and named it adds its channels after the others,
+// ROI-Aligned over each box like them.
+func TestOptionalMap(t *testing.T) {
+	info := []detect.MapSpec{{Name: "lin", Stride: 8, C: 2}, {Name: "rgb", Stride: 32, C: 3}, {Name: "cls", Stride: 4, C: 1, Optional: true}}
+	const S = float32(detect.InputSize)
+	dets := []detect.Detection{
+		{Box: [4]float32{0, 0, S / 4, S}, Class: 1, Score: 0.9},     // in the left half: cls 1
+		{Box: [4]float32{S * 3 / 4, 0, S, S}, Class: 2, Score: 0.8}, // in the right half: cls 0
+	}
+	pic := &Picture{RGB: make([]float32, detect.InputSize*detect.InputSize*3), Width: 10, Height: 10}
+	tests := []struct {
+		maps      []string
+		wantMaps  []string
+		wantWidth int
+	}{
+		{nil, []string{"lin", "rgb"}, 5},
+		{[]string{"lin", "rgb", "cls"}, []string{"lin", "rgb", "cls"}, 6},
+		{[]string{"cls", "lin"}, []string{"cls", "lin"}, 3},
+	}
+	for _, tc := range tests {
+		e, err := New(infoDetector{&fakeDetector{dets: dets}, info}, Options{Maps: tc.maps, MaxBoxes: 3})
+		if err != nil {
+			t.Fatalf("%v: %v", tc.maps, err)
+		}
+		if id := e.Identity(); !slices.Equal(id.Maps, tc.wantMaps) || id.Width != tc.wantWidth {
+			t.Errorf("%v: identity maps %v width %d, want %v width %d", tc.maps, id.Maps, id.Width, tc.wantMaps, tc.wantWidth)
+		}
+		f, err := e.Run(context.Background(), pic)
+		if err != nil {
+			t.Fatalf("%v: Run: %v", tc.maps, err)
+		}
+		i := slices.Index(tc.wantMaps, "cls")
+		if i < 0 {
+			continue
+		}
+		col := 0
+		for _, m := range tc.wantMaps[:i] {
+			col += info[slices.IndexFunc(info, func(s detect.MapSpec) bool { return s.Name == m })].C
+		}
+		D := tc.wantWidth
+		// Regions: the two detections, then the whole image (half in the left).
+		for r, want := range []float32{1, 0, 0.5} {
+			if got := f.Regions[r*D+col]; math.Abs(float64(got-want)) > 0.02 {
+				t.Errorf("%v: region %d: cls %.3f, want %.1f", tc.maps, r, got, want)
+			}
+		}
+		if got := f.Global[col]; math.Abs(float64(got-0.5)) > 1e-6 {
+			t.Errorf("%v: global cls %.4f, want 0.5", tc.maps, got)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,21 @@ type fakeDetector struct {
 
 	mu      sync.Mutex
 	lastTap []float32 // the data of the last tap returned
+}
+
+// fakeClasses is the optional map "cls" (stride 4, 128x128x1) that the
+// fake returns when RunOptions.Maps names it, as detect.ClassMap: 1 in the
+// input's left half, 0 in its right half.
+func fakeClasses() detect.FeatureMap {
+	const S = detect.InputSize
+	m := detect.FeatureMap{Name: "cls", H: S / 4, W: S / 4, C: 1, Stride: 4}
+	m.Data = make([]float32, m.H*m.W)
+	for y := range m.H {
+		for x := range m.W / 2 {
+			m.Data[y*m.W+x] = 1
+		}
+	}
+	return m
 }
 
 // fakeTap is the tap at node of the picture rgb: 16x16x4, channels 0 to 2
@@ -93,6 +109,9 @@ func (f *fakeDetector) Run(ctx context.Context, rgb []float32, opt detect.RunOpt
 		}
 	}
 	out := &detect.Output{Detections: dets, Maps: []detect.FeatureMap{lin, c}}
+	if slices.Contains(opt.Maps, "cls") {
+		out.Maps = append(out.Maps, fakeClasses())
+	}
 	for _, node := range f.taps {
 		out.Taps = append(out.Taps, fakeTap(node, rgb))
 	}

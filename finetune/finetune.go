@@ -56,16 +56,16 @@ func NewPart(det *detect.Detector, cut detect.Cut, maps []string) (*Part, error)
 	for _, name := range cut.Maps {
 		at, found := 0, false
 		for _, m := range maps {
-			i := slices.IndexFunc(detect.Maps, func(s detect.MapSpec) bool { return s.Name == m })
-			if i < 0 {
+			s, ok := detect.MapNamed(m)
+			if !ok {
 				return nil, fmt.Errorf("finetune: the features pool an unknown map %q", m)
 			}
 			if m == name {
-				p.cols = append(p.cols, [2]int{at, at + detect.Maps[i].C})
-				p.stride = append(p.stride, detect.Maps[i].Stride)
+				p.cols = append(p.cols, [2]int{at, at + s.C})
+				p.stride = append(p.stride, s.Stride)
 				found = true
 			}
-			at += detect.Maps[i].C
+			at += s.C
 		}
 		if !found {
 			return nil, fmt.Errorf("finetune: the features pool maps %v, not %s, which cut %s computes: extract them with every map (the default)", maps, name, cut.Name)

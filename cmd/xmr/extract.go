@@ -36,7 +36,7 @@ type extractorFlags struct {
 // addTo declares the flags on fs.
 func (f *extractorFlags) addTo(fs *flag.FlagSet) {
 	fs.StringVar(&f.models, "models", "", "`DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr); fetched with npm the first time")
-	fs.StringVar(&f.maps, "maps", "", "the detector's feature `MAPS` pooled into each region's vector, comma-separated (default: every map); part of the features' identity")
+	fs.StringVar(&f.maps, "maps", "", "the detector's feature `MAPS` pooled into each region's vector, comma-separated (default: neck_s4,neck_s8,neck_s16,backbone_s32; classes, the 80 class scores, only when named); part of the features' identity")
 	fs.IntVar(&f.maxBoxes, "max-boxes", 36, "region slots per image: detections first, then the whole image and 2x2 and 3x3 grid cells")
 	fs.Float64Var(&f.minScore, "min-score", extract.DefaultMinScore, "detection score a detected box needs to become a region")
 	addMaxPixels(fs, &f.maxPixels)
