@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Pretrains a small BERT on captions with masked-word prediction (a probe).
+
+Measures whether a text encoder pretrained on the training captions helps
+TERAN: it trains, in PyTorch, a BERT of the sizes of configs/teran-photos.yaml
+(hidden 256, 4 heads, feed-forward 512, 2 layers, 64 positions) over a word
+vocabulary of the captions ([PAD] [UNK] [CLS] [SEP] [MASK], then every word
+of the train captions, most frequent first: the vocabulary that xmr builds
+for a randomly initialised BERT), with BERT's masked-language-model loss (15%
+of the words chosen; 80% of those masked, 10% replaced by a random word, 10%
+kept), AdamW, for --epochs epochs on 2 threads, and writes a HuggingFace BERT
+directory (config.json, vocab.txt, model.safetensors) that `xmr train --bert
+DIR` starts TERAN's text encoder from. It reads a precomp directory's
+train_caps.txt (and dev_caps.txt, whose masked-word accuracy it prints each
+epoch). docs/photos.md ("Pretraining the text encoder on the captions") uses
+it; it is not one of xmr's models, and xmr's own training does not call it.
+
+    /usr/bin/python3 tools/mlm_pretrain.py --data F8K-FLIP --out MLM [--epochs 40]
+"""
+import argparse
+import collections
+import json
+import math
+import os
+import re
+import struct
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PAD, UNK, CLS, SEP, MASK = range(5)
+
+
+def words(s):
+    """BERT's basic tokenizer on these ASCII captions: lower-cased words and
+    each punctuation mark a token of its own."""
+    return re.findall(r"[a-z0-9]+|[^\sa-z0-9]", s.lower())
+
+
+def read_caps(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+class Layer(nn.Module):
+    """A post-norm BERT layer, its parameters named as HuggingFace's."""
+
+    def __init__(self, d, heads, ff, p):
+        super().__init__()
+        self.heads, self.p = heads, p
+        self.query, self.key, self.value = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.attn_out, self.attn_norm = nn.Linear(d, d), nn.LayerNorm(d, eps=1e-12)
+        self.inter, self.out = nn.Linear(d, ff), nn.Linear(ff, d)
+        self.out_norm = nn.LayerNorm(d, eps=1e-12)
+
+    def forward(self, x, pad):
+        b, t, d = x.shape
+        h = self.heads
+
+        def split(y):
+            return y.view(b, t, h, d // h).transpose(1, 2)
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        s = q @ k.transpose(-1, -2) / math.sqrt(d // h)
+        s = s.masked_fill(pad[:, None, None, :], float("-inf"))
+        a = F.dropout(s.softmax(-1), self.p, self.training) @ v
+        a = a.transpose(1, 2).reshape(b, t, d)
+        x = self.attn_norm(x + F.dropout(self.attn_out(a), self.p, self.training))
+        y = self.out(F.gelu(self.inter(x)))
+        return self.out_norm(x + F.dropout(y, self.p, self.training))
+
+    def state(self, pre):
+        names = {
+            "attention.self.query": self.query, "attention.self.key": self.key,
+            "attention.self.value": self.value, "attention.output.dense": self.attn_out,
+            "attention.output.LayerNorm": self.attn_norm, "intermediate.dense": self.inter,
+            "output.dense": self.out, "output.LayerNorm": self.out_norm,
+        }
+        return {f"{pre}{n}.{w}": getattr(m, w) for n, m in names.items() for w in ("weight", "bias")}
+
+
+class BERT(nn.Module):
+    def __init__(self, vocab, d, heads, ff, layers, positions, p):
+        super().__init__()
+        self.word, self.pos, self.typ = nn.Embedding(vocab, d), nn.Embedding(positions, d), nn.Embedding(2, d)
+        for e in (self.word, self.pos, self.typ):
+            nn.init.normal_(e.weight, std=0.02)
+        self.norm = nn.LayerNorm(d, eps=1e-12)
+        self.layers = nn.ModuleList(Layer(d, heads, ff, p) for _ in range(layers))
+        self.p = p
+        # The MLM head: a transform, then the word embeddings (tied) and a bias.
+        self.head, self.head_norm = nn.Linear(d, d), nn.LayerNorm(d, eps=1e-12)
+        self.head_bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids):
+        pad = ids == PAD
+        t = ids.shape[1]
+        x = self.word(ids) + self.pos.weight[:t] + self.typ.weight[0]
+        x = F.dropout(self.norm(x), self.p, self.training)
+        for layer in self.layers:
+            x = layer(x, pad)
+        return x
+
+    def logits(self, x):
+        return self.head_norm(F.gelu(self.head(x))) @ self.word.weight.T + self.head_bias
+
+    def state(self):
+        s = {
+            "embeddings.word_embeddings.weight": self.word.weight,
+            "embeddings.position_embeddings.weight": self.pos.weight,
+            "embeddings.token_type_embeddings.weight": self.typ.weight,
+            "embeddings.LayerNorm.weight": self.norm.weight,
+            "embeddings.LayerNorm.bias": self.norm.bias,
+        }
+        for i, layer in enumerate(self.layers):
+            s.update(layer.state(f"encoder.layer.{i}."))
+        return s
+
+
+def encode(caps, ids, max_len):
+    rows = []
+    for c in caps:
+        w = [ids.get(x, UNK) for x in words(c)][: max_len - 2]
+        rows.append([CLS] + w + [SEP])
+    t = max(len(r) for r in rows)
+    out = np.full((len(rows), t), PAD, dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return torch.from_numpy(out)
+
+
+def mask(batch, vocab, gen):
+    """BERT's masking of batch (a copy): the input and the targets (-100
+    where no word was chosen)."""
+    x = batch.clone()
+    word = x >= len(SPECIALS)
+    chosen = (torch.rand(x.shape, generator=gen) < 0.15) & word
+    target = torch.where(chosen, x, torch.full_like(x, -100))
+    r = torch.rand(x.shape, generator=gen)
+    x[chosen & (r < 0.8)] = MASK
+    rand = chosen & (r >= 0.8) & (r < 0.9)
+    x[rand] = torch.randint(len(SPECIALS), vocab, x.shape, generator=gen)[rand]
+    return x, target
+
+
+def save_safetensors(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        a = tensors[name].detach().float().contiguous().numpy().astype("<f4")
+        b = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", required=True, help="precomp directory with train_caps.txt (and dev_caps.txt)")
+    ap.add_argument("--out", required=True, help="the HuggingFace BERT directory to write")
+    ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--bs", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    d, heads, ff, layers, positions = 256, 4, 512, 2, 64
+    train = read_caps(os.path.join(args.data, "train_caps.txt"))
+    devp = os.path.join(args.data, "dev_caps.txt")
+    dev = read_caps(devp) if os.path.exists(devp) else []
+    counts = collections.Counter(w for c in train for w in words(c))
+    vocab = SPECIALS + sorted(counts, key=lambda w: (-counts[w], w))
+    ids = {w: i for i, w in enumerate(vocab)}
+    train_ids = encode(sorted(set(train)), ids, positions)
+    dev_ids = encode(dev, ids, positions) if dev else None
+    m = BERT(len(vocab), d, heads, ff, layers, positions, 0.1)
+    opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.01)
+    steps = args.epochs * math.ceil(len(train_ids) / args.bs)
+    warm = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / (steps - warm))))
+    start = time.time()
+    for epoch in range(args.epochs):
+        m.train()
+        perm = torch.randperm(len(train_ids), generator=gen)
+        total, n = 0.0, 0
+        for i in range(0, len(perm), args.bs):
+            b = train_ids[perm[i : i + args.bs]]
+            b = b[:, : int((b != PAD).sum(1).max())]
+            x, y = mask(b, len(vocab), gen)
+            sel = y != -100
+            loss = F.cross_entropy(m.logits(m(x)[sel]), y[sel])
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(m.parameters(), 2.0)
+            opt.step()
+            sched.step()
+            total, n = total + loss.item(), n + 1
+        acc = float("nan")
+        if dev_ids is not None:
+            m.eval()
+            g = torch.Generator().manual_seed(0)
+            with torch.no_grad():
+                x, y = mask(dev_ids, len(vocab), g)
+                sel = y != -100
+                p = m.logits(m(x)[sel]).argmax(-1)
+                acc = (p == y[sel]).float().mean().item()
+        print(json.dumps({"epoch": epoch + 1, "loss": round(total / n, 4), "dev_masked_acc": round(acc, 4), "seconds": round(time.time() - start, 1)}), flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    cfg = {
+        "model_type": "bert", "hidden_size": d, "num_attention_heads": heads, "intermediate_size": ff,
+        "num_hidden_layers": layers, "max_position_embeddings": positions, "vocab_size": len(vocab),
+        "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+    }
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    with open(os.path.join(args.out, "vocab.txt"), "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    save_safetensors(os.path.join(args.out, "model.safetensors"), m.state())
+
+
+if __name__ == "__main__":
+    main()
