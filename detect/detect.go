@@ -84,10 +84,11 @@ var ClassMap = MapSpec{Name: "classes", Node: nodeKeypoints, Stride: gridStride,
 
 // MapNamed returns the map of Maps, or ClassMap, with the given name.
 func MapNamed(name string) (MapSpec, bool) {
-	for _, s := range allMaps() {
-		if s.Name == name {
-			return s, true
-		}
+	if i := slices.IndexFunc(Maps, func(s MapSpec) bool { return s.Name == name }); i >= 0 {
+		return Maps[i], true
+	}
+	if name == ClassMap.Name {
+		return ClassMap, true
 	}
 	return MapSpec{}, false
 }

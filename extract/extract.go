@@ -104,8 +104,7 @@ type Extractor struct {
 	det   Detector
 	opt   Options
 	info  []detect.MapSpec // the detector's maps, as its MapInfo says
-	maps  []int            // indexes into info of the maps pooled, in order
-	names []string         // their names, asked of the detector's Run
+	maps  []int            // indexes into info of the maps pooled, in order (ident.Maps names them)
 	ident Identity
 	cut   *detect.Cut // the cut Options.Taps names; nil for none
 }
@@ -159,7 +158,6 @@ func New(det Detector, opt Options) (*Extractor, error) {
 		e.maps = append(e.maps, i)
 		width += info[i].C
 	}
-	e.names = slices.Clone(want)
 	e.ident = Identity{Name: detect.Name, Version: detect.Version, Width: width, Maps: slices.Clone(want), Pooling: Pooling}
 	if t, ok := det.(Tuning); ok {
 		e.ident.Tuned = t.Tuning()
@@ -239,7 +237,7 @@ func (e *Extractor) Run(ctx context.Context, p *Picture) (*Features, error) {
 		return nil, fmt.Errorf("extractor: picture has %d values, want %d", len(p.RGB), S*S*3)
 	}
 	untuned := e.opt.Untuned && e.ident.Tuned != ""
-	out, err := e.det.Run(ctx, p.RGB, detect.RunOptions{MaxDetections: e.opt.maxBoxes(), MinScore: e.opt.minScore(), Maps: e.names, KeepUntuned: untuned})
+	out, err := e.det.Run(ctx, p.RGB, detect.RunOptions{MaxDetections: e.opt.maxBoxes(), MinScore: e.opt.minScore(), Maps: e.ident.Maps, KeepUntuned: untuned})
 	if err != nil {
 		return nil, err
 	}

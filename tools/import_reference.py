@@ -35,12 +35,12 @@ import argparse
 import collections
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 import torch
 
+from peerutil import write_safetensors
 from teran_torch import BertModel, ImageEncoder, Joint, Model, TextEncoder, hinge
 
 OUT = sys.argv[1]
@@ -260,20 +260,6 @@ for d in ("bert", "bert_bin"):
     with open(os.path.join(OUT, d, "vocab.txt"), "w") as f:
         f.write("\n".join(VOCAB) + "\n")
 
-
-def write_safetensors(path, tensors):
-    """The safetensors format: an 8-byte little-endian header length, the
-    JSON header (padded with spaces to a multiple of 8), the raw data."""
-    header, chunks, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, t in tensors.items():
-        b = t.detach().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        chunks.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(chunks))
 
 
 sd = bert.state_dict()

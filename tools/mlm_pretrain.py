@@ -23,13 +23,15 @@ import json
 import math
 import os
 import re
-import struct
 import time
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from peerutil import write_safetensors
+from teran_torch import BertModel
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK = range(5)
@@ -46,79 +48,26 @@ def read_caps(path):
         return [line.strip() for line in f if line.strip()]
 
 
-class Layer(nn.Module):
-    """A post-norm BERT layer, its parameters named as HuggingFace's."""
+class MLM(nn.Module):
+    """teran_torch's BertModel (HuggingFace's names, so its state_dict is a
+    HuggingFace BERT's) with BERT's masked-word head on top: a transform,
+    then the word embeddings (tied) and a bias."""
 
-    def __init__(self, d, heads, ff, p):
-        super().__init__()
-        self.heads, self.p = heads, p
-        self.query, self.key, self.value = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
-        self.attn_out, self.attn_norm = nn.Linear(d, d), nn.LayerNorm(d, eps=1e-12)
-        self.inter, self.out = nn.Linear(d, ff), nn.Linear(ff, d)
-        self.out_norm = nn.LayerNorm(d, eps=1e-12)
-
-    def forward(self, x, pad):
-        b, t, d = x.shape
-        h = self.heads
-
-        def split(y):
-            return y.view(b, t, h, d // h).transpose(1, 2)
-
-        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
-        s = q @ k.transpose(-1, -2) / math.sqrt(d // h)
-        s = s.masked_fill(pad[:, None, None, :], float("-inf"))
-        a = F.dropout(s.softmax(-1), self.p, self.training) @ v
-        a = a.transpose(1, 2).reshape(b, t, d)
-        x = self.attn_norm(x + F.dropout(self.attn_out(a), self.p, self.training))
-        y = self.out(F.gelu(self.inter(x)))
-        return self.out_norm(x + F.dropout(y, self.p, self.training))
-
-    def state(self, pre):
-        names = {
-            "attention.self.query": self.query, "attention.self.key": self.key,
-            "attention.self.value": self.value, "attention.output.dense": self.attn_out,
-            "attention.output.LayerNorm": self.attn_norm, "intermediate.dense": self.inter,
-            "output.dense": self.out, "output.LayerNorm": self.out_norm,
-        }
-        return {f"{pre}{n}.{w}": getattr(m, w) for n, m in names.items() for w in ("weight", "bias")}
-
-
-class BERT(nn.Module):
     def __init__(self, vocab, d, heads, ff, layers, positions, p):
         super().__init__()
-        self.word, self.pos, self.typ = nn.Embedding(vocab, d), nn.Embedding(positions, d), nn.Embedding(2, d)
-        for e in (self.word, self.pos, self.typ):
+        self.bert = BertModel(vocab, d, layers, heads, ff, positions, dropout=p)
+        emb = self.bert.embeddings
+        for e in (emb.word_embeddings, emb.position_embeddings, emb.token_type_embeddings):
             nn.init.normal_(e.weight, std=0.02)
-        self.norm = nn.LayerNorm(d, eps=1e-12)
-        self.layers = nn.ModuleList(Layer(d, heads, ff, p) for _ in range(layers))
-        self.p = p
-        # The MLM head: a transform, then the word embeddings (tied) and a bias.
         self.head, self.head_norm = nn.Linear(d, d), nn.LayerNorm(d, eps=1e-12)
         self.head_bias = nn.Parameter(torch.zeros(vocab))
 
     def forward(self, ids):
-        pad = ids == PAD
-        t = ids.shape[1]
-        x = self.word(ids) + self.pos.weight[:t] + self.typ.weight[0]
-        x = F.dropout(self.norm(x), self.p, self.training)
-        for layer in self.layers:
-            x = layer(x, pad)
-        return x
+        return self.bert(ids, ids != PAD)
 
     def logits(self, x):
-        return self.head_norm(F.gelu(self.head(x))) @ self.word.weight.T + self.head_bias
-
-    def state(self):
-        s = {
-            "embeddings.word_embeddings.weight": self.word.weight,
-            "embeddings.position_embeddings.weight": self.pos.weight,
-            "embeddings.token_type_embeddings.weight": self.typ.weight,
-            "embeddings.LayerNorm.weight": self.norm.weight,
-            "embeddings.LayerNorm.bias": self.norm.bias,
-        }
-        for i, layer in enumerate(self.layers):
-            s.update(layer.state(f"encoder.layer.{i}."))
-        return s
+        w = self.bert.embeddings.word_embeddings.weight
+        return self.head_norm(F.gelu(self.head(x))) @ w.T + self.head_bias
 
 
 def encode(caps, ids, max_len):
@@ -147,27 +96,6 @@ def mask(batch, vocab, gen):
     return x, target
 
 
-def save_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        a = tensors[name].detach().float().contiguous().numpy().astype("<f4")
-        b = a.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, help="precomp directory with train_caps.txt (and dev_caps.txt)")
@@ -189,7 +117,7 @@ def main():
     ids = {w: i for i, w in enumerate(vocab)}
     train_ids = encode(sorted(set(train)), ids, positions)
     dev_ids = encode(dev, ids, positions) if dev else None
-    m = BERT(len(vocab), d, heads, ff, layers, positions, 0.1)
+    m = MLM(len(vocab), d, heads, ff, layers, positions, 0.1)
     opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.01)
     steps = args.epochs * math.ceil(len(train_ids) / args.bs)
     warm = max(1, steps // 20)
@@ -232,7 +160,8 @@ def main():
         json.dump(cfg, f, indent=1)
     with open(os.path.join(args.out, "vocab.txt"), "w") as f:
         f.write("\n".join(vocab) + "\n")
-    save_safetensors(os.path.join(args.out, "model.safetensors"), m.state())
+    state = {k: v for k, v in m.bert.state_dict().items() if k != "embeddings.position_ids"}
+    write_safetensors(os.path.join(args.out, "model.safetensors"), state)
 
 
 if __name__ == "__main__":

@@ -52,9 +52,9 @@ func WriteScript(dir, name string) (string, error) {
 }
 
 // sharedModules are the Python modules that scripts import from their own
-// directory: peerutil.py, the helpers of the peers, and teran_torch.py,
-// TERAN's PyTorch modules (import_reference.py and peer_trainstep.py build
-// them).
+// directory: peerutil.py, the shared helpers (peak memory, writing
+// safetensors), and teran_torch.py, TERAN's PyTorch modules and BERT
+// (import_reference.py, peer_trainstep.py and mlm_pretrain.py build them).
 var sharedModules = []string{"peerutil.py", "teran_torch.py"}
 
 // EnvPython is the environment variable that names the Python interpreter
