@@ -38,6 +38,10 @@ type ModelOptions struct {
 	// fine-tuned detector, say, or a global-vector model's copy of the
 	// split. Every source must hold the split's images in its order.
 	Images []model.ImageSource
+	// Bank, when set, normalises the fusion (Weights), or one model's
+	// scores standardised as a fusion of one, with a bank of queries
+	// (QueryBank).
+	Bank *QueryBank
 	// Progress shows progress bars (or log lines off a terminal, see
 	// package progress) while the split is encoded and scored.
 	Progress bool
@@ -74,6 +78,15 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	if err := checkSources(models, split, o); err != nil {
 		return nil, err
 	}
+	weights := o.Weights
+	if o.Bank != nil {
+		if err := o.Bank.check(len(models), weights); err != nil {
+			return nil, err
+		}
+		if weights == nil {
+			weights = []float32{1}
+		}
+	}
 	if o.Compat != model.CompatNone {
 		for k, m := range models {
 			s := m.Scoring()
@@ -87,7 +100,7 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	}
 	res := &ModelResult{}
 	var sum []float32
-	var each []*Matrix
+	var each, bankCaps, bankImgs []*Matrix
 	for k, m := range models {
 		stage := func(s string) string {
 			if len(models) > 1 {
@@ -115,8 +128,15 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 		if err != nil {
 			return nil, err
 		}
+		if o.Bank != nil {
+			bc, bi, err := bankScores(ctx, m, o, k, imgs, txts, s, stage)
+			if err != nil {
+				return nil, fmt.Errorf("split %s: query bank: %w", split.Name, err)
+			}
+			bankCaps, bankImgs = append(bankCaps, bc), append(bankImgs, bi)
+		}
 		switch {
-		case o.Weights != nil:
+		case weights != nil:
 			each = append(each, &Matrix{Rows: split.NumImages(), Cols: split.NumCaptions(), Data: sims})
 		case sum == nil:
 			sum = sims
@@ -131,9 +151,14 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	opts.CaptionsPerImage = split.CapsPerImage
 	var rep *Report
 	var err error
-	if o.Weights != nil {
-		if res.Fused, err = Fuse(each, o.Weights); err != nil {
+	if weights != nil {
+		if res.Fused, err = Fuse(each, weights); err != nil {
 			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+		if o.Bank != nil {
+			if err := applyBank(res.Fused, bankCaps, bankImgs, weights, o.Bank.beta()); err != nil {
+				return nil, fmt.Errorf("evaluate: %w", err)
+			}
 		}
 		rep, err = EvaluateFused(res.Fused, opts)
 	} else {
@@ -155,6 +180,59 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 	}
 	res.Report = rep
 	return res, nil
+}
+
+// bankScores scores model k's encodings of the split (imgs, txts) against
+// the query bank: the split's images by the bank's captions, and the
+// bank's images by the split's captions (nil without bank images).
+func bankScores(ctx context.Context, m model.Model, o ModelOptions, k int, imgs, txts *model.Embeddings, s model.Scoring, stage func(string) string) (caps, ims *Matrix, err error) {
+	b := o.Bank
+	if len(b.Captions) > 0 {
+		bt, err := encodeTexts(ctx, m, b.Captions, o, stage("encode the bank's captions"))
+		if err != nil {
+			return nil, nil, err
+		}
+		sc, err := scoreMatrix(ctx, imgs, bt, s, o.Compat, o.Progress, stage("score the bank's captions"))
+		if err != nil {
+			return nil, nil, err
+		}
+		caps = &Matrix{Rows: imgs.Len(), Cols: bt.Len(), Data: sc}
+	}
+	if len(b.Images) > 0 {
+		bi, err := encodeImages(ctx, m, b.Images[k], o, stage("encode the bank's images"))
+		if err != nil {
+			return nil, nil, err
+		}
+		sc, err := scoreMatrix(ctx, bi, txts, s, o.Compat, o.Progress, stage("score the bank's images"))
+		if err != nil {
+			return nil, nil, err
+		}
+		ims = &Matrix{Rows: bi.Len(), Cols: txts.Len(), Data: sc}
+	}
+	return caps, ims, nil
+}
+
+// applyBank fuses each model's scores of the query bank as the split's
+// are fused and subtracts the offsets they give (ApplyBank), at beta per
+// unit of one standardised score.
+func applyBank(f *Fused, caps, ims []*Matrix, weights []float32, beta float64) error {
+	var sum float64
+	for _, w := range weights {
+		sum += float64(w)
+	}
+	var fc, fi *Fused
+	var err error
+	if caps[0] != nil {
+		if fc, err = Fuse(caps, weights); err != nil {
+			return fmt.Errorf("query bank's captions: %w", err)
+		}
+	}
+	if ims[0] != nil {
+		if fi, err = Fuse(ims, weights); err != nil {
+			return fmt.Errorf("query bank's images: %w", err)
+		}
+	}
+	return ApplyBank(f, fc, fi, beta/sum)
 }
 
 // checkSources refuses weights or image sources that do not go one to one

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -48,6 +49,9 @@ type FusionMember struct {
 type fusionManifest struct {
 	Format  string         `json:"format"`
 	Members []FusionMember `json:"members"`
+	// QueryBank, when set, names the image offsets of the fusion's query
+	// bank (Fusion.SetQueryBank).
+	QueryBank *fusionBank `json:"querybank,omitempty"`
 }
 
 // IsFusion reports whether dir holds a fusion of indexes (FusionFile).
@@ -63,13 +67,19 @@ func IsFusion(dir string) bool {
 // is scored by every member, each member's scores are standardised with
 // the query's mean and deviation over FusionSample items of the
 // collection, and the standardised scores are summed with the members'
-// weights (what eval.Fuse does over a whole split). The first member
+// weights (what eval.Fuse does over a whole split); a text query then
+// subtracts each image's offset under the fusion's query bank, if it has
+// one (SetQueryBank). The first member
 // gives the catalogue, the explanations and what Searcher's lookups
 // return. A Fusion is safe for concurrent use.
 type Fusion struct {
 	dir     string
 	members []*Index
 	weights []float32
+	// bank and imageOffsets are the fusion's query bank and each image's
+	// offset under it (SetQueryBank); nil without one.
+	bank         *fusionBank
+	imageOffsets []float32
 }
 
 var _ Searcher = (*Fusion)(nil)
@@ -104,28 +114,29 @@ func WriteFusion(ctx context.Context, dir string, members []FusionMember) error 
 // OpenFusion opens the fusion in dir (FusionFile) and its member indexes.
 func OpenFusion(ctx context.Context, dir string, o *OpenOptions) (*Fusion, error) {
 	path := filepath.Join(dir, FusionFile)
-	b, err := os.ReadFile(path)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s is %w: no %s", dir, ErrNotIndex, FusionFile)
+	}
+	man, err := readFusionManifest(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s is %w: no %s", dir, ErrNotIndex, FusionFile)
-		}
-		return nil, fmt.Errorf("open fusion: %w", err)
-	}
-	var man fusionManifest
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&man); err != nil {
-		return nil, fmt.Errorf("%s: %v: want the JSON that xmr fuse writes", path, err)
-	}
-	if man.Format != fusionFormat {
-		return nil, fmt.Errorf("%s: format %q: want %q", path, man.Format, fusionFormat)
-	}
-	if len(man.Members) < 2 {
-		return nil, fmt.Errorf("%s: %d members: want at least 2", path, len(man.Members))
+		return nil, err
 	}
 	f, err := openMembers(ctx, dir, man.Members, o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if man.QueryBank != nil {
+		n, _ := f.Len()
+		switch f.imageOffsets, err = loadBank(dir, man.QueryBank, n); {
+		case errors.Is(err, errStaleBank):
+			slog.Warn("the fusion's members changed after its query bank was made: text searches run without it; make it again (xmr fuse --querybank)", "fusion", dir, "images", n)
+			f.imageOffsets = nil
+		case err != nil:
+			f.Close()
+			return nil, err
+		default:
+			f.bank = man.QueryBank
+		}
 	}
 	return f, nil
 }
@@ -301,6 +312,11 @@ func (f *Fusion) search(ctx context.Context, qs []*query, words []string, queryB
 	}
 	sample := strided(total, FusionSample)
 	fused := make([]float32, len(union))
+	if qs[0].text && f.imageOffsets != nil {
+		for i, n := range union {
+			fused[i] = -f.imageOffsets[n]
+		}
+	}
 	for m, ix := range f.members {
 		sc, err := scoreItems(ctx, qs[m], append(sample[:len(sample):len(sample)], union...))
 		if err != nil {

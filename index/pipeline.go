@@ -239,20 +239,29 @@ func exactScores(ctx context.Context, cands []candidate, q *query) ([]float32, e
 			}
 		})
 	} else {
-		// A global scoring reads the items' global vectors alone: they are
-		// gathered, not the items' other vectors (a TERN index's words
-		// and regions, as many again as the candidates).
-		g := &model.Embeddings{Dim: q.d, Offsets: make([]int, len(cands)+1), Global: make([]float32, 0, len(cands)*q.d)}
-		for _, c := range cands {
-			it := c.seg.layout.item(c.row)
-			if it.Dim != q.d || len(it.Global) != q.d {
-				return nil, fmt.Errorf("search %s: item %d holds %d %d-d global vectors, want one of %d", c.seg.path, c.row, len(it.Global)/max(it.Dim, 1), it.Dim, q.d)
-			}
-			g.Global = append(g.Global, it.Global...)
+		var g *model.Embeddings
+		if g, err = gatherGlobals(cands, q.d); err != nil {
+			return nil, err
 		}
 		sc, err = scoreGlobals(ctx, g, q)
 	}
 	return sc, err
+}
+
+// gatherGlobals returns the global vectors (d wide) of the candidates, in
+// order. A global scoring reads the items' global vectors alone: they are
+// gathered, not the items' other vectors (a TERN index's words and
+// regions, as many again as the candidates).
+func gatherGlobals(cands []candidate, d int) (*model.Embeddings, error) {
+	g := &model.Embeddings{Dim: d, Offsets: make([]int, len(cands)+1), Global: make([]float32, 0, len(cands)*d)}
+	for _, c := range cands {
+		it := c.seg.layout.item(c.row)
+		if it.Dim != d || len(it.Global) != d {
+			return nil, fmt.Errorf("search %s: item %d holds %d %d-d global vectors, want one of %d", c.seg.path, c.row, len(it.Global)/max(it.Dim, 1), it.Dim, d)
+		}
+		g.Global = append(g.Global, it.Global...)
+	}
+	return g, nil
 }
 
 // rankGlobal ranks the items of segs under a global scoring: every item's

@@ -8,7 +8,9 @@
 // regions (configs/tern-photos.yaml) and a second TERAN on its regions,
 // the detector untouched (configs/teran-photos.yaml), each at its
 // Partner's weight. Both TERANs and TERN start their words from GloVe's
-// vectors.
+// vectors. A fused folder index also carries a bank of 2,000 training
+// captions (QueryBank) that lowers, in text searches, the photos that
+// captions about other things score high too.
 // scripts/photo-model makes them all again; docs/photos.md gives their
 // recall.
 //
@@ -25,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/xmr-project/xmr/atomicfile"
 )
@@ -78,6 +81,21 @@ func Partners() []Partner {
 	return append(ps,
 		Partner{Name: "tern", File: "flickr8k-tern.safetensors", Weight: 0.5},
 		Partner{Name: "teran", File: "flickr8k-teran.safetensors", Weight: 0.3})
+}
+
+// bankText is the query bank's captions, one a line (QueryBank).
+//
+//go:embed querybank.txt
+var bankText string
+
+// QueryBank returns the captions of the fused index's query bank
+// (index.Fusion.SetQueryBank): 2,000 captions of Flickr8k's training
+// split (the first caption of every third of its 6,000 training photos,
+// as xmr extract reads them), none of its val or test photos'. A text
+// search of a folder then ranks each photo by its fused score less how
+// well these captions, which are not about it, score it.
+func QueryBank() []string {
+	return strings.Split(strings.TrimSuffix(bankText, "\n"), "\n")
 }
 
 // Size returns the size in bytes of every model's file.

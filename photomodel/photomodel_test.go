@@ -2,8 +2,10 @@ package photomodel
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +64,51 @@ func TestFiles(t *testing.T) {
 	other, err := Path(cache)
 	if err != nil || other == path {
 		t.Errorf("the region model's Path %s, %v: want a file of its own", other, err)
+	}
+}
+
+// TestQueryBank checks the query bank's captions: 2,000, none empty, and
+// each the first caption of every third training photo of Flickr8k, in
+// the shared set's order (dataset_flickr8k.json, when ../shared is
+// there).
+func TestQueryBank(t *testing.T) {
+	bank := QueryBank()
+	if len(bank) != 2000 {
+		t.Fatalf("%d captions, want 2000", len(bank))
+	}
+	for i, c := range bank {
+		if strings.TrimSpace(c) == "" {
+			t.Fatalf("caption %d is empty", i+1)
+		}
+	}
+	path := filepath.Join("..", "..", "shared", "data", "flickr8k-photos", "dataset_flickr8k.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("no shared Flickr8k set to check the captions against: %v", err)
+	}
+	var ds struct {
+		Images []struct {
+			Split     string `json:"split"`
+			Sentences []struct {
+				Raw string `json:"raw"`
+			} `json:"sentences"`
+		} `json:"images"`
+	}
+	if err := json.Unmarshal(b, &ds); err != nil {
+		t.Fatal(err)
+	}
+	var train []string
+	for _, im := range ds.Images {
+		if im.Split == "train" && len(im.Sentences) > 0 {
+			train = append(train, im.Sentences[0].Raw)
+		}
+	}
+	if len(train) != 6000 {
+		t.Fatalf("%s: %d training photos, want 6000", path, len(train))
+	}
+	for i, c := range bank {
+		if want := train[3*i]; c != want {
+			t.Fatalf("caption %d is %q, want training photo %d's first, %q", i+1, c, 3*i+1, want)
+		}
 	}
 }

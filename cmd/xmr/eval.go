@@ -47,6 +47,19 @@ var evalFlags struct {
 	json           bool
 	cpuProfile     string
 	models         string
+
+	// A bank of queries from another split (eval.QueryBank).
+	querybank       int
+	querybankImages int
+	querybankSplit  string
+	querybankBeta   float64
+	querybankCaps   string
+}
+
+// bankOn reports whether the eval flags ask for a query bank.
+func bankOn() bool {
+	f := &evalFlags
+	return f.querybank != 0 || f.querybankImages != 0 || f.querybankCaps != ""
 }
 
 func init() {
@@ -86,6 +99,11 @@ func init() {
 			fs.BoolVar(&evalFlags.ndcgNonZeroI2T, "ndcg-nonzero-i2t", false, "average image-to-text NDCG over non-zero values only, as the official TERAN code does")
 			fs.BoolVar(&evalFlags.json, "json", false, "print all metrics as one JSON object")
 			fs.StringVar(&evalFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
+			fs.IntVar(&evalFlags.querybank, "querybank", 0, "normalise text-to-image ranking with a bank of `N` captions spread over --querybank-split's: each image's scores lose a soft maximum of its scores for them, so an image that every caption ranks high (a hub) drops (an inverted softmax; docs/eval.md); with --weights or one --checkpoint; 0: none")
+			fs.StringVar(&evalFlags.querybankCaps, "querybank-captions", "", "the query bank's captions from `FILE` (one a line, as xmr fuse --querybank reads them) in place of --querybank's")
+			fs.IntVar(&evalFlags.querybankImages, "querybank-images", 0, "normalise image-to-text ranking too, with a bank of `N` images spread over --querybank-split's; 0: none")
+			fs.StringVar(&evalFlags.querybankSplit, "querybank-split", "train", "split of --data that the query bank comes from (not the evaluated one)")
+			fs.Float64Var(&evalFlags.querybankBeta, "querybank-beta", model.DefaultBankBeta, "the query bank's inverse temperature, per unit of standardised score")
 			fs.StringVar(&evalFlags.models, "models", "", "for a model that fine-tuned the detector: `DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr)")
 		},
 		run: runEval,
@@ -162,6 +180,20 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 	if err != nil {
 		return usageErrorf("--weights: %v", err)
 	}
+	switch {
+	case f.querybank < 0 || f.querybankImages < 0:
+		return usageErrorf("--querybank %d, --querybank-images %d: want numbers of queries > 0, or 0 for none", f.querybank, f.querybankImages)
+	case f.querybank > 0 && f.querybankCaps != "":
+		return usageErrorf("--querybank N or --querybank-captions FILE, not both")
+	case bankOn() && f.saveSims != "":
+		return usageErrorf("--save-sims: a query bank ranks each direction on matrices of its own; save each model's matrix with an xmr eval of its own")
+	case bankOn() && weights == nil && len(f.checkpoints) > 1:
+		return usageErrorf("a query bank normalises a fusion (--weights) or one --checkpoint, not an ensemble's average")
+	case (f.querybank > 0 || f.querybankImages > 0) && f.querybankSplit == f.split:
+		return usageErrorf("--querybank-split %s is the evaluated split: the bank's queries must not be the ones evaluated", f.split)
+	case bankOn() && !(f.querybankBeta > 0 && f.querybankBeta < 1e6):
+		return usageErrorf("--querybank-beta %v: want a number > 0", f.querybankBeta)
+	}
 	if weights != nil && f.saveSims != "" {
 		return usageErrorf("--save-sims: a fusion (--weights) ranks each direction on matrices of its own (each query's scores standardised); save each model's matrix with an xmr eval of its own")
 	}
@@ -205,6 +237,14 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 		images = append(images, ms.Images)
 	}
 	opts := eval.ModelOptions{Options: evalOptions(proto), Scoring: scoring, Compat: compat, Grounding: grounding, Images: images, Weights: weights, Progress: true}
+	if bankOn() {
+		bank, closeBank, err := loadQueryBank(ctx, src, f.checkpoints)
+		if err != nil {
+			return err
+		}
+		defer closeBank()
+		opts.Bank = bank
+	}
 	if opts.Relevances, err = relevanceFiles(split.NumCaptions(), split.NumImages()); err != nil {
 		return err
 	}
@@ -227,6 +267,57 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 		}
 	}
 	return nil
+}
+
+// loadQueryBank reads the query bank: --querybank captions spread over
+// --querybank-split's (or --querybank-captions), and --querybank-images
+// images spread over its images as each checkpoint reads them
+// (evalModel). It returns the bank and the function that closes what it
+// opened.
+func loadQueryBank(ctx context.Context, src data.Source, checkpoints []string) (*eval.QueryBank, func(), error) {
+	f := evalFlags
+	bank := &eval.QueryBank{Beta: f.querybankBeta}
+	if f.querybankCaps != "" {
+		var err error
+		if bank.Captions, err = readQueryBank(f.querybankCaps); err != nil {
+			return nil, nil, err
+		}
+	}
+	images := 0
+	var closers []func() error
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	if f.querybank > 0 || f.querybankImages > 0 {
+		bs, err := src.Load(ctx, f.querybankSplit)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--querybank-split: %w", err)
+		}
+		closers = append(closers, bs.Close)
+		for _, i := range eval.Spread(len(bs.Captions), f.querybank) {
+			bank.Captions = append(bank.Captions, bs.Captions[i])
+		}
+		idx := eval.Spread(bs.NumImages(), f.querybankImages)
+		images = len(idx)
+		for _, path := range checkpoints {
+			if len(idx) == 0 {
+				break
+			}
+			_, ms, err := evalModel(ctx, path, src, bs)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("--querybank-images: %w", err)
+			}
+			if ms != bs {
+				closers = append(closers, ms.Close)
+			}
+			bank.Images = append(bank.Images, eval.PickImages(ms.Images, idx))
+		}
+	}
+	slog.Info("query bank", "split", f.querybankSplit, "captions", len(bank.Captions), "images", images, "beta", bank.Beta)
+	return bank, closeAll, nil
 }
 
 // evalModel loads the model of the checkpoint at path and returns the
@@ -394,7 +485,8 @@ func evalInputs() []outpath.Input {
 	in := append(checkpointInputs(evalFlags.checkpoints...), evalFlags.data.inputs()...)
 	return append(in, outpath.Input{Flag: "--sims", Path: evalFlags.sims},
 		outpath.Input{Flag: "--relevance", Path: evalFlags.relevance},
-		outpath.Input{Flag: "--relevance-spice", Path: evalFlags.relevanceSpice})
+		outpath.Input{Flag: "--relevance-spice", Path: evalFlags.relevanceSpice},
+		outpath.Input{Flag: "--querybank-captions", Path: evalFlags.querybankCaps})
 }
 
 // checkOutputFile says why path cannot be written, if it cannot: its

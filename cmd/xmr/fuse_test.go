@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/synth"
 )
 
@@ -59,10 +60,25 @@ func TestFusionPipeline(t *testing.T) {
 		{append(both, "--weights", "1"), "1 weights for 2 --checkpoint"},
 		{append(both, "--weights", "1,-2"), `weight 2 is "-2"`},
 		{append(both, "--weights", "1,1", "--save-sims", filepath.Join(dir, "s.npy")), "--save-sims: a fusion"},
+		{append(both, "--querybank", "20"), "a query bank normalises a fusion (--weights) or one --checkpoint"},
+		{append(both, "--weights", "1,1", "--querybank", "20", "--querybank-split", "test"), "--querybank-split test is the evaluated split"},
+		{append(both, "--weights", "1,1", "--querybank", "-1"), "--querybank -1, --querybank-images 0: want numbers of queries > 0"},
+		{append(both, "--weights", "1,1", "--querybank", "5", "--querybank-captions", filepath.Join(world, "train_caps.txt")), "--querybank N or --querybank-captions FILE, not both"},
+		{append(both, "--weights", "1,1", "--querybank", "5", "--querybank-beta", "0"), "--querybank-beta 0: want a number > 0"},
+		{[]string{"--checkpoint", teran, "--querybank", "5", "--save-sims", filepath.Join(dir, "s.npy")}, "--save-sims: a query bank ranks"},
 	} {
 		if _, stderr, code := run(t, append([]string{"eval", "--data", world, "--no-ndcg"}, c.args...)...); code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("eval %v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
 		}
+	}
+
+	// A query bank from the training split: it moves the fused scores, and
+	// the evaluation runs through.
+	plain := rsum(append(both, "--weights", "1,0.5")...)
+	banked := rsum(append(both, "--weights", "1,0.5", "--querybank", "40", "--querybank-images", "20")...)
+	t.Logf("rsum %.1f, with a query bank of 40 training captions and 20 images %.1f", plain, banked)
+	if chance := 2 * (1 + 5 + 10) * 100.0 / 50; banked <= chance {
+		t.Errorf("with a query bank: rsum %.1f (%.1f without): want more than chance's %.0f over 50 images", banked, plain, chance)
 	}
 
 	// The two indexes of the test split, fused.
@@ -119,5 +135,30 @@ func TestFusionPipeline(t *testing.T) {
 	}
 	if _, stderr, code := run(t, "search", "--index", idx, "--text", query, "--pooling", "MwSr"); code != 1 || !strings.Contains(stderr, "a fusion of indexes scores each with its own model's scoring") {
 		t.Fatalf("search --pooling of a fusion: exit %d, stderr %q", code, stderr)
+	}
+
+	// The same fusion with a query bank of the training captions: its
+	// offsets are written beside fusion.json and text searches use them.
+	trainCaps := filepath.Join(world, "train_caps.txt")
+	empty := filepath.Join(dir, "empty.txt")
+	if err := os.WriteFile(empty, []byte("\n \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fuseArgs := []string{"fuse", "--index", filepath.Join(idx, "teran"), "--index", filepath.Join(idx, "seam"), "--weights", "1,0.5", "--out", idx}
+	if _, stderr, code := run(t, append(fuseArgs, "--querybank", empty)...); code != 1 || !strings.Contains(stderr, "no caption: want one a line") {
+		t.Fatalf("fuse --querybank of no caption: exit %d, stderr %q", code, stderr)
+	}
+	if stdout, stderr, code := run(t, append(fuseArgs, "--querybank", trainCaps)...); code != 0 || !strings.Contains(stdout, "with a query bank of 500 captions") {
+		t.Fatalf("fuse --querybank: exit %d: %s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(idx, index.QueryBankFile)); err != nil {
+		t.Fatalf("fuse --querybank: %v", err)
+	}
+	b, err = os.ReadFile(filepath.Join(idx, "fusion.json"))
+	if err != nil || !strings.Contains(string(b), `"querybank"`) {
+		t.Fatalf("fusion.json: %s (%v): want the query bank named", b, err)
+	}
+	if stdout, stderr, code := run(t, "search", "--index", idx, "--text", query, "-k", "3", "--json"); code != 0 || !strings.Contains(stdout, `"results"`) {
+		t.Fatalf("search of the fusion with a query bank: exit %d: %q %s", code, stdout, stderr)
 	}
 }

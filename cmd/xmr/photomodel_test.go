@@ -13,6 +13,7 @@ import (
 
 	"github.com/xmr-project/xmr/detect"
 	"github.com/xmr-project/xmr/index"
+	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/photomodel"
 )
 
@@ -171,6 +172,12 @@ func TestFolderIndex(t *testing.T) {
 	defer ix.Close()
 	if n, _ := ix.Len(); n != 6 {
 		t.Fatalf("the folder's index holds %d photos, want 6", n)
+	}
+	if n, beta := ix.QueryBank(); n != len(photomodel.QueryBank()) || beta != model.DefaultBankBeta {
+		t.Fatalf("the folder's index has a query bank of %d captions at beta %v, want the built-in %d at %v", n, beta, len(photomodel.QueryBank()), model.DefaultBankBeta)
+	}
+	if cached, _ := filepath.Glob(filepath.Join(cache, "querybank", "*", "member-8-global.npy")); len(cached) != 1 {
+		t.Fatalf("the query bank's encodings cached: %v, want one directory of the eight members'", cached)
 	}
 
 	// xmr index --images with no model writes the same fusion; it takes

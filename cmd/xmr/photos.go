@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/photomodel"
 	"github.com/xmr-project/xmr/server"
 )
 
@@ -293,6 +295,8 @@ func folderIndex(ctx context.Context, images, cache string) (string, error) {
 	for _, p := range partners {
 		id += "\n" + filepath.Base(p.path)
 	}
+	bank := sha256.Sum256([]byte(strings.Join(photomodel.QueryBank(), "\n")))
+	id += "\nquerybank " + hex.EncodeToString(bank[:8])
 	key := sha256.Sum256([]byte(id))
 	dir := filepath.Join(filepath.Dir(filepath.Dir(ckpt)), "indexes", hex.EncodeToString(key[:8]))
 	items, err := extract.FolderItems(images)

@@ -14,6 +14,7 @@ import (
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/photomodel"
+	"github.com/xmr-project/xmr/progress"
 )
 
 // regionsMember is the directory of a fused folder index's region model
@@ -32,9 +33,7 @@ type fusionPartner struct {
 // photomodel), their files written under the models' cache directory
 // (cache, default detect.DefaultCacheDir()) the first time.
 func builtinPartners(cache string) ([]fusionPartner, error) {
-	if cache == "" {
-		cache = detect.DefaultCacheDir()
-	}
+	cache = cacheDir(cache)
 	var ps []fusionPartner
 	for _, p := range photomodel.Partners() {
 		path, err := p.Path(cache)
@@ -44,6 +43,15 @@ func builtinPartners(cache string) ([]fusionPartner, error) {
 		ps = append(ps, fusionPartner{dir: p.Name, path: path, weight: p.Weight})
 	}
 	return ps, nil
+}
+
+// cacheDir returns the models' cache directory: cache, or
+// detect.DefaultCacheDir() when it is empty.
+func cacheDir(cache string) string {
+	if cache == "" {
+		return detect.DefaultCacheDir()
+	}
+	return cache
 }
 
 // indexPhotoFusion indexes the folder of photos f.images with the region
@@ -142,7 +150,35 @@ func indexPhotoFusion(ctx context.Context, f photoJob, partners []fusionPartner)
 	if err := index.WriteFusion(ctx, f.out, members); err != nil {
 		return err
 	}
-	return reportFolder(f, st.Images, time.Since(start), extracted, skips, ", fused: "+names)
+	if err := setQueryBank(ctx, f.out, photomodel.QueryBank(), model.DefaultBankBeta, cacheDir(f.ext.models)); err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return &interruptedError{err: err, msg: fmt.Sprintf("interrupted; %s holds a fusion without its query bank (run the same command again with --overwrite)", f.out)}
+		}
+		return err
+	}
+	return reportFolder(f, st.Images, time.Since(start), extracted, skips, ", fused: "+names+fmt.Sprintf(", with a query bank of %d captions", len(photomodel.QueryBank())))
+}
+
+// setQueryBank gives the fusion in dir the query bank of captions
+// (index.Fusion.SetQueryBank) at beta, with a progress bar; their
+// encodings are cached under cache when it is set (bankEncodings).
+func setQueryBank(ctx context.Context, dir string, captions []string, beta float64, cache string) error {
+	fu, err := index.OpenFusion(ctx, dir, &index.OpenOptions{SkipChecksums: true})
+	if err != nil {
+		return err
+	}
+	defer fu.Close()
+	enc, err := bankEncodings(ctx, fu, captions, cache)
+	if err != nil {
+		return err
+	}
+	bar := progress.New("query bank", int64(len(captions)), "captions")
+	defer bar.Finish()
+	done := 0
+	return fu.SetQueryBank(ctx, enc, beta, func(d, _ int) {
+		bar.Add(int64(d - done))
+		done = d
+	})
 }
 
 // checkFusionOut refuses an --out that a fused folder index cannot be
