@@ -65,8 +65,9 @@ func (f *Fusion) EncodeBank(ctx context.Context, captions []string) ([]*model.Em
 // reach whatever they say (a hub) drops. A caption with no word that an
 // alignment member aligns is left out. progress, when set, is called as
 // the captions are done. The work is the bank's size times a search of
-// every image by every member: 35 s for 2,000 captions and 1,000 photos
-// under the built-in photo model on 2 cores.
+// every image by every member: 9 s for 2,000 captions and 1,000 photos
+// under the built-in photo model on 2 cores of an AMD EPYC Zen 2, once
+// EncodeBank has encoded them (10 s).
 func (f *Fusion) SetQueryBank(ctx context.Context, bank []*model.Embeddings, beta float64, progress func(done, total int)) error {
 	if len(bank) != len(f.members) {
 		return fmt.Errorf("query bank of %s: %d members' encodings for %d members", f.dir, len(bank), len(f.members))

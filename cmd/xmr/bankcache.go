@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/eval"
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/npy"
@@ -148,4 +151,33 @@ func readBankEncodings(dir string, dims []int, n int) ([]*model.Embeddings, erro
 func dirExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
+}
+
+// bankImages returns n images spread evenly over split's, leaving out the
+// mirror images that xmr extract --flip adds (their ids end in
+// extract.MirrorSuffix): a query bank's images (eval --querybank-images).
+func bankImages(split *data.Split, n int) []int {
+	var own []int
+	for i := range split.NumImages() {
+		if !strings.HasSuffix(split.ID(i), extract.MirrorSuffix) {
+			own = append(own, i)
+		}
+	}
+	var out []int
+	for _, k := range eval.Spread(len(own), n) {
+		out = append(out, own[k])
+	}
+	return out
+}
+
+// bankCaptions returns a query bank of n captions from split: the first
+// caption of n images spread over it (bankImages). For Flickr8k's
+// training split, with or without its mirror images, 2,000 of them are
+// photomodel.QueryBank.
+func bankCaptions(split *data.Split, n int) []string {
+	var out []string
+	for _, i := range bankImages(split, n) {
+		out = append(out, split.Captions[i*split.CapsPerImage])
+	}
+	return out
 }

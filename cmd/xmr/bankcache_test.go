@@ -1,13 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/model"
+	"github.com/xmr-project/xmr/photomodel"
 )
 
 // TestBankEncodingsCache: the members' encodings of a query bank read
@@ -53,5 +58,58 @@ func TestBankEncodingsCache(t *testing.T) {
 	}
 	if _, err := readBankEncodings(filepath.Join(t.TempDir(), "none"), []int{4}, 3); !os.IsNotExist(err) {
 		t.Errorf("no cache: %v, want a not-exist error", err)
+	}
+}
+
+// TestBankCaptions: a query bank drawn from a split takes the first
+// caption of images spread over it, leaving out xmr extract --flip's
+// mirror images; drawn from Flickr8k's training split (the shared set's
+// dataset_flickr8k.json, with the mirror images xmr extract --flip
+// adds), 2,000 of them are the built-in photo model's bank.
+func TestBankCaptions(t *testing.T) {
+	split := &data.Split{
+		ImageIDs:     []string{"a", "b", "c", "a" + extract.MirrorSuffix, "b" + extract.MirrorSuffix, "c" + extract.MirrorSuffix},
+		Images:       &data.Regions{N: 6, R: 1, D: 1, Feat: make([]float32, 6)},
+		Captions:     []string{"a1", "a2", "b1", "b2", "c1", "c2", "a1'", "a2'", "b1'", "b2'", "c1'", "c2'"},
+		CapsPerImage: 2,
+	}
+	if got := bankImages(split, 10); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Errorf("bankImages(10) = %v, want the three that are no mirror image", got)
+	}
+	if got := bankCaptions(split, 2); !slices.Equal(got, []string{"a1", "b1"}) {
+		t.Errorf("bankCaptions(2) = %v, want a1 and b1", got)
+	}
+
+	b, err := os.ReadFile(filepath.Join(needPhotos(t), "dataset_flickr8k.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds struct {
+		Images []struct {
+			Filename  string `json:"filename"`
+			Split     string `json:"split"`
+			Sentences []struct {
+				Raw string `json:"raw"`
+			} `json:"sentences"`
+		} `json:"images"`
+	}
+	if err := json.Unmarshal(b, &ds); err != nil {
+		t.Fatal(err)
+	}
+	train := &data.Split{CapsPerImage: 5}
+	for _, mirror := range []string{"", extract.MirrorSuffix} {
+		for _, im := range ds.Images {
+			if im.Split != "train" {
+				continue
+			}
+			train.ImageIDs = append(train.ImageIDs, im.Filename+mirror)
+			for _, s := range im.Sentences[:5] {
+				train.Captions = append(train.Captions, s.Raw)
+			}
+		}
+	}
+	train.Images = &data.Regions{N: len(train.ImageIDs), R: 1, D: 1, Feat: make([]float32, len(train.ImageIDs))}
+	if got, want := bankCaptions(train, 2000), photomodel.QueryBank(); !slices.Equal(got, want) {
+		t.Errorf("Flickr8k's training split gives a bank of %d captions that is not the built-in one (%d)", len(got), len(want))
 	}
 }

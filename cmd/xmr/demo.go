@@ -298,7 +298,7 @@ func demo(ctx context.Context, o demoOptions, src demoSource) error {
 	}
 	var fu *fused
 	if partner != nil {
-		if fu, err = evaluateFusion(ctx, o, partner, split, res, mo); err != nil {
+		if fu, err = evaluateFusion(ctx, o, partner, m, split, res, mo); err != nil {
 			return err
 		}
 		defer fu.close()

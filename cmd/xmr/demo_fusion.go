@@ -87,7 +87,14 @@ type demoPartner struct {
 	data string
 	// held loads the held-out split from data.
 	held func(ctx context.Context) (*data.Split, error)
+	// bank returns the query bank's captions: demoBank of the training
+	// split's (bankCaptions).
+	bank func(ctx context.Context) ([]string, error)
 }
+
+// demoBank is how many training captions the photo demo's query bank
+// holds, as the built-in photo model's (photomodel.QueryBank).
+const demoBank = 2000
 
 // fused is what the demo's fusion stage leaves for the index and the page:
 // the partners' models, the held-out split and their embeddings of it.
@@ -98,6 +105,9 @@ type fused struct {
 	split   *data.Split
 	res     []*eval.ModelResult // each partner's alone
 	report  *eval.Report        // the fusion's
+	// bank is the query bank's encodings by the main model and each
+	// partner, in the fusion's order (index.Fusion.SetQueryBank).
+	bank []*model.Embeddings
 }
 
 // close releases what f holds.
@@ -144,10 +154,10 @@ func trainPartner(ctx context.Context, o demoOptions, p *demoPartner, again bool
 }
 
 // evaluateFusion evaluates the partners on the held-out split and the
-// fusion of their similarities with those of the main model (res, on
-// split with the evaluation options mo; step 3), and prints the fusion's
-// table.
-func evaluateFusion(ctx context.Context, o demoOptions, p *demoPartner, split *data.Split, res *eval.ModelResult, mo eval.ModelOptions) (*fused, error) {
+// fusion of their similarities with those of the main model (main, whose
+// results res are on split with the evaluation options mo; step 3), and
+// prints the fusion's table, then the fusion's with the query bank.
+func evaluateFusion(ctx context.Context, o demoOptions, p *demoPartner, main model.Model, split *data.Split, res *eval.ModelResult, mo eval.ModelOptions) (*fused, error) {
 	f := &fused{partner: p}
 	var err error
 	if f.split, err = p.held(ctx); err != nil {
@@ -186,11 +196,56 @@ func evaluateFusion(ctx context.Context, o demoOptions, p *demoPartner, split *d
 		fmt.Fprintf(stdout, "    %s alone, seeds 1-%d: rsum %s; fused with the region model (weight %g each, each query's scores standardised):\n", partnerConfig, partnerSeeds, strings.Join(alone, ", "), partnerWeight)
 		err = f.report.WriteTable(stdout)
 	}
+	if err == nil {
+		err = f.evaluateBank(ctx, p, append([]*eval.ModelResult{res}, f.res...), append([]model.Model{main}, f.models...), fu, weights, mo.Options, split.CapsPerImage)
+	}
 	if err != nil {
 		f.close()
 		return nil, err
 	}
 	return f, nil
+}
+
+// evaluateBank encodes the query bank's captions with each model of the
+// fusion (models, whose results on the held-out split are res), scores
+// the split's images for them, subtracts each image's offset from the
+// fusion fu's text-to-image scores (eval.ApplyBank at
+// model.DefaultBankBeta) and prints the table; f keeps the encodings for
+// the index.
+func (f *fused) evaluateBank(ctx context.Context, p *demoPartner, res []*eval.ModelResult, models []model.Model, fu *eval.Fused, weights []float32, opts eval.Options, perImage int) error {
+	caps, err := p.bank(ctx)
+	if err != nil {
+		return fmt.Errorf("the query bank: %w", err)
+	}
+	var sims []*eval.Matrix
+	var sum float64
+	for k, m := range models {
+		enc, err := model.EncodeTexts(ctx, m, caps, nil)
+		if err != nil {
+			return fmt.Errorf("the query bank: %w", err)
+		}
+		sc, err := model.ScoreMatrix(ctx, res[k].Images, enc, m.Scoring())
+		if err != nil {
+			return fmt.Errorf("the query bank: %w", err)
+		}
+		f.bank = append(f.bank, enc)
+		sims = append(sims, &eval.Matrix{Rows: res[k].Images.Len(), Cols: enc.Len(), Data: sc})
+		sum += float64(weights[k])
+	}
+	bank, err := eval.Fuse(sims, weights)
+	if err != nil {
+		return err
+	}
+	if err := eval.ApplyBank(fu, bank, nil, model.DefaultBankBeta/sum); err != nil {
+		return err
+	}
+	opts.CaptionsPerImage = perImage
+	rep, err := eval.EvaluateFused(fu, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "    the same, text-to-image ranking normalised by a query bank of %d training captions (docs/photos.md, \"A bank of queries\"):\n", len(caps))
+	return rep.WriteTable(stdout)
 }
 
 // indexFusion indexes the held-out split with each partner model into
@@ -231,6 +286,14 @@ func indexFusion(ctx context.Context, dir, mainDir string, f *fused, rebuild boo
 	if err := index.WriteFusion(ctx, out, members); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(stdout, "    %s fuses %s with %s and %d more (weight %g each)\n", out, mainDir, filepath.Join(dir, partnerIndex), partnerSeeds-1, partnerWeight)
+	fi, err := index.OpenFusion(ctx, out, &index.OpenOptions{SkipChecksums: true})
+	if err != nil {
+		return "", err
+	}
+	defer fi.Close()
+	if err := fi.SetQueryBank(ctx, f.bank, model.DefaultBankBeta, nil); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stdout, "    %s fuses %s with %s and %d more (weight %g each), with a query bank of %d training captions\n", out, mainDir, filepath.Join(dir, partnerIndex), partnerSeeds-1, partnerWeight, f.bank[0].Len())
 	return out, nil
 }

@@ -270,6 +270,13 @@ func (p *photoDemo) partner() *demoPartner {
 	g := filepath.Join(p.feats, "global")
 	return &demoPartner{data: g, held: func(ctx context.Context) (*data.Split, error) {
 		return data.LoadPrecomp(ctx, g, p.held, nil)
+	}, bank: func(ctx context.Context) ([]string, error) {
+		train, err := data.LoadPrecomp(ctx, g, data.SplitTrain, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer train.Close()
+		return bankCaptions(train, demoBank), nil
 	}}
 }
 

@@ -99,9 +99,9 @@ func init() {
 			fs.BoolVar(&evalFlags.ndcgNonZeroI2T, "ndcg-nonzero-i2t", false, "average image-to-text NDCG over non-zero values only, as the official TERAN code does")
 			fs.BoolVar(&evalFlags.json, "json", false, "print all metrics as one JSON object")
 			fs.StringVar(&evalFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to `FILE`")
-			fs.IntVar(&evalFlags.querybank, "querybank", 0, "normalise text-to-image ranking with a bank of `N` captions spread over --querybank-split's: each image's scores lose a soft maximum of its scores for them, so an image that every caption ranks high (a hub) drops (an inverted softmax; docs/eval.md); with --weights or one --checkpoint; 0: none")
+			fs.IntVar(&evalFlags.querybank, "querybank", 0, "normalise text-to-image ranking with a bank of `N` captions, the first of N images spread over --querybank-split's (leaving out xmr extract --flip's mirror images): each image's scores lose a soft maximum of its scores for them, so an image that every caption ranks high (a hub) drops (an inverted softmax; docs/eval.md); with --weights or one --checkpoint; 0: none")
 			fs.StringVar(&evalFlags.querybankCaps, "querybank-captions", "", "the query bank's captions from `FILE` (one a line, as xmr fuse --querybank reads them) in place of --querybank's")
-			fs.IntVar(&evalFlags.querybankImages, "querybank-images", 0, "normalise image-to-text ranking too, with a bank of `N` images spread over --querybank-split's; 0: none")
+			fs.IntVar(&evalFlags.querybankImages, "querybank-images", 0, "normalise image-to-text ranking too, with a bank of `N` images spread over --querybank-split's (leaving out mirror images); 0: none")
 			fs.StringVar(&evalFlags.querybankSplit, "querybank-split", "train", "split of --data that the query bank comes from (not the evaluated one)")
 			fs.Float64Var(&evalFlags.querybankBeta, "querybank-beta", model.DefaultBankBeta, "the query bank's inverse temperature, per unit of standardised score")
 			fs.StringVar(&evalFlags.models, "models", "", "for a model that fine-tuned the detector: `DIR` caching the detector's weights (default $XMR_MODELS, else ~/.cache/xmr)")
@@ -269,9 +269,9 @@ func evalCheckpoints(ctx context.Context, proto eval.Protocol) error {
 	return nil
 }
 
-// loadQueryBank reads the query bank: --querybank captions spread over
-// --querybank-split's (or --querybank-captions), and --querybank-images
-// images spread over its images as each checkpoint reads them
+// loadQueryBank reads the query bank: --querybank captions of
+// --querybank-split (bankCaptions), or --querybank-captions, and
+// --querybank-images images spread over its images (bankImages) as each checkpoint reads them
 // (evalModel). It returns the bank and the function that closes what it
 // opened.
 func loadQueryBank(ctx context.Context, src data.Source, checkpoints []string) (*eval.QueryBank, func(), error) {
@@ -296,10 +296,10 @@ func loadQueryBank(ctx context.Context, src data.Source, checkpoints []string) (
 			return nil, nil, fmt.Errorf("--querybank-split: %w", err)
 		}
 		closers = append(closers, bs.Close)
-		for _, i := range eval.Spread(len(bs.Captions), f.querybank) {
-			bank.Captions = append(bank.Captions, bs.Captions[i])
+		if f.querybank > 0 {
+			bank.Captions = bankCaptions(bs, f.querybank)
 		}
-		idx := eval.Spread(bs.NumImages(), f.querybankImages)
+		idx := bankImages(bs, f.querybankImages)
 		images = len(idx)
 		for _, path := range checkpoints {
 			if len(idx) == 0 {

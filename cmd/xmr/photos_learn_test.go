@@ -237,6 +237,7 @@ func TestPhotoDemo(t *testing.T) {
 		fmt.Sprintf("2/6 training seam-e-photos (seed %d of %d)", partnerSeeds, partnerSeeds),
 		fmt.Sprintf("seam-e-photos alone, seeds 1-%d: rsum", partnerSeeds), fmt.Sprintf("fused with the region model (weight %g each", partnerWeight),
 		filepath.Join(demo, "fused") + " fuses " + filepath.Join(demo, "index") + " with " + filepath.Join(demo, "index-global") + fmt.Sprintf(" and %d more", partnerSeeds-1),
+		"text-to-image ranking normalised by a query bank of 60 training captions", "with a query bank of 60 training captions",
 		"xmr serve --index " + filepath.Join(demo, "fused") + " --images " + filepath.Join(photos, "images"),
 	} {
 		if !strings.Contains(stdout, want) {
@@ -255,7 +256,7 @@ func TestPhotoDemo(t *testing.T) {
 		t.Errorf("the region model trains at %d of stdout, the first global-vector model at %d: want it after", b, a)
 	}
 	for _, f := range []string{"alignment-1.png", "query-1.png", "run/best-rsum.safetensors", "index/manifest.json", "features/train_ims.npy", "features/dev_ims.npy",
-		"features/taps-s32/train.npy", "features/taps-s32/dev.npy", "run-global/best-rsum.safetensors", "index-global/manifest.json", "fused/fusion.json",
+		"features/taps-s32/train.npy", "features/taps-s32/dev.npy", "run-global/best-rsum.safetensors", "index-global/manifest.json", "fused/fusion.json", "fused/querybank-images.npy",
 		partnerPath("run-global", partnerSeeds-1) + "/best-rsum.safetensors", partnerPath("index-global", partnerSeeds-1) + "/manifest.json"} {
 		if _, err := os.Stat(filepath.Join(demo, f)); err != nil {
 			t.Errorf("the demo made no %s: %v", f, err)
