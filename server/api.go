@@ -305,9 +305,12 @@ type searchResponse struct {
 	Scoring model.Scoring `json:"scoring"`
 	// Fusion lists the members of a fused index, whose fused scores the
 	// results' are (Scoring is then the first member's).
-	Fusion  []fusionJSON `json:"fusion,omitempty"`
-	Results []resultJSON `json:"results"`
-	Millis  float64      `json:"ms"`
+	Fusion []fusionJSON `json:"fusion,omitempty"`
+	// QueryBank, on a text search of a fused index with a query bank,
+	// says that the scores are less each image's offset under it.
+	QueryBank *queryBankJSON `json:"querybank,omitempty"`
+	Results   []resultJSON   `json:"results"`
+	Millis    float64        `json:"ms"`
 }
 
 // fusionJSON is a member of a fused index (index.Fusion).
@@ -315,6 +318,28 @@ type fusionJSON struct {
 	Model   string        `json:"model"`
 	Scoring model.Scoring `json:"scoring"`
 	Weight  float32       `json:"weight"`
+}
+
+// queryBankJSON is a fused index's query bank (index.Fusion.SetQueryBank):
+// its text searches' scores are the fused scores less each image's offset
+// under these captions.
+type queryBankJSON struct {
+	Captions int     `json:"captions"`
+	Beta     float64 `json:"beta"`
+}
+
+// queryBank describes the query bank of the server's index, nil when it
+// has none (an index of one model, or a fusion without a bank).
+func (s *Server) queryBank() *queryBankJSON {
+	f, ok := s.ix.(interface{ QueryBank() (int, float64) })
+	if !ok {
+		return nil
+	}
+	n, beta := f.QueryBank()
+	if n == 0 {
+		return nil
+	}
+	return &queryBankJSON{Captions: n, Beta: beta}
 }
 
 // fusion describes the members of the server's index when it is a fusion.
@@ -397,6 +422,9 @@ func (s *Server) respond(r *http.Request, query, mode string, search func(contex
 		return nil, err
 	}
 	out := searchResponse{Query: query, Mode: mode, Scoring: s.scoring(), Fusion: s.fusion(), Results: []resultJSON{}, Millis: millis(start)}
+	if mode == "text-to-image" {
+		out.QueryBank = s.queryBank()
+	}
 	for _, h := range res {
 		out.Results = append(out.Results, row(h))
 	}
@@ -526,17 +554,18 @@ func (s *Server) captionDetails(w http.ResponseWriter, r *http.Request) (any, er
 }
 
 type infoResponse struct {
-	Images        int           `json:"images"`
-	Captions      int           `json:"captions"`
-	Model         string        `json:"model"`
-	Scoring       model.Scoring `json:"scoring"`
-	Fusion        []fusionJSON  `json:"fusion,omitempty"` // a fused index's members
-	Dim           int           `json:"dim"`
-	ImageFiles    bool          `json:"image_files"` // whether image files are served
-	Example       string        `json:"example,omitempty"`
-	MaxQueryChars int           `json:"max_query_chars"`
-	MaxK          int           `json:"max_k"`
-	MaxBodyBytes  int64         `json:"max_body_bytes"`
+	Images        int            `json:"images"`
+	Captions      int            `json:"captions"`
+	Model         string         `json:"model"`
+	Scoring       model.Scoring  `json:"scoring"`
+	Fusion        []fusionJSON   `json:"fusion,omitempty"`    // a fused index's members
+	QueryBank     *queryBankJSON `json:"querybank,omitempty"` // a fused index's query bank
+	Dim           int            `json:"dim"`
+	ImageFiles    bool           `json:"image_files"` // whether image files are served
+	Example       string         `json:"example,omitempty"`
+	MaxQueryChars int            `json:"max_query_chars"`
+	MaxK          int            `json:"max_k"`
+	MaxBodyBytes  int64          `json:"max_body_bytes"`
 	// ImageUpload says whether POST /api/search/upload takes images, of
 	// at most MaxUploadBytes.
 	ImageUpload    bool  `json:"image_upload"`
@@ -546,7 +575,7 @@ type infoResponse struct {
 func (s *Server) info(w http.ResponseWriter, r *http.Request) (any, error) {
 	ni, nc := s.ix.Len()
 	man := s.ix.ModelInfo()
-	out := infoResponse{Images: ni, Captions: nc, Model: man.Name, Scoring: man.Scoring, Fusion: s.fusion(), Dim: man.Dim,
+	out := infoResponse{Images: ni, Captions: nc, Model: man.Name, Scoring: man.Scoring, Fusion: s.fusion(), QueryBank: s.queryBank(), Dim: man.Dim,
 		ImageFiles: s.images != nil, MaxQueryChars: s.opts.MaxQueryChars, MaxK: s.opts.MaxK, MaxBodyBytes: s.opts.MaxBodyBytes}
 	if takesUploads(s.ix) && s.opts.ImageQuery != nil {
 		out.ImageUpload, out.MaxUploadBytes = true, s.opts.MaxUploadBytes

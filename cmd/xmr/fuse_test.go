@@ -158,7 +158,13 @@ func TestFusionPipeline(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"querybank"`) {
 		t.Fatalf("fusion.json: %s (%v): want the query bank named", b, err)
 	}
-	if stdout, stderr, code := run(t, "search", "--index", idx, "--text", query, "-k", "3", "--json"); code != 0 || !strings.Contains(stdout, `"results"`) {
+	if stdout, stderr, code := run(t, "search", "--index", idx, "--text", query, "-k", "3", "--json"); code != 0 || !strings.Contains(stdout, `"results"`) || !strings.Contains(stdout, `"querybank":{"captions":500,"beta":2}`) {
 		t.Fatalf("search of the fusion with a query bank: exit %d: %q %s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := run(t, "search", "--index", idx, "--text", query, "-k", "3"); code != 0 || !strings.Contains(stdout, "less each image's offset under a query bank of 500 captions") {
+		t.Fatalf("search of the fusion with a query bank: exit %d: %q %s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := run(t, "search", "--index", idx, "--image", out.Results[0].Image.ID, "-k", "2", "--json"); code != 0 || strings.Contains(stdout, "querybank") {
+		t.Fatalf("image search of the fusion with a query bank: exit %d: %q %s; want no query bank", code, stdout, stderr)
 	}
 }

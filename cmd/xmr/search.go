@@ -83,9 +83,19 @@ type searchOutput struct {
 	Scoring model.Scoring `json:"scoring"`
 	// Fusion lists the members of a fused index (index.Fusion), whose
 	// scores the results' are; Scoring is then the first member's.
-	Fusion  []fusionMember `json:"fusion,omitempty"`
-	Results []index.Result `json:"results"`
-	Millis  float64        `json:"ms"`
+	Fusion []fusionMember `json:"fusion,omitempty"`
+	// QueryBank, on a text search of a fused index with a query bank
+	// (index.Fusion.SetQueryBank), says that the scores are the fused
+	// scores less each image's offset under its captions.
+	QueryBank *queryBankOutput `json:"querybank,omitempty"`
+	Results   []index.Result   `json:"results"`
+	Millis    float64          `json:"ms"`
+}
+
+// queryBankOutput describes a fused index's query bank in search's output.
+type queryBankOutput struct {
+	Captions int     `json:"captions"`
+	Beta     float64 `json:"beta"`
 }
 
 // fusionMember describes a member of a fused index in search's output.
@@ -160,6 +170,11 @@ func runSearch(ctx context.Context, args []string) error {
 	if f.text != "" {
 		out.Query, out.Mode = f.text, "text-to-image"
 		out.Results, err = ix.SearchText(ctx, f.text, opts)
+		if fu, ok := ix.(*index.Fusion); ok {
+			if n, beta := fu.QueryBank(); n > 0 {
+				out.QueryBank = &queryBankOutput{Captions: n, Beta: beta}
+			}
+		}
 	} else if f.imageFile != "" {
 		out.Query, out.Mode = f.imageFile, "image-to-text"
 		out.Results, err = searchImageFile(ctx, ix, f.index, f.imageFile, f.models, extract.Limits{MaxPixels: f.maxPixels}, opts)
@@ -207,6 +222,9 @@ func printResults(o searchOutput) error {
 			parts = append(parts, fmt.Sprintf("%g x %s (%s)", m.Weight, m.Model, m.Scoring))
 		}
 		scoring = "fused scores: " + strings.Join(parts, " + ") + ", each standardised"
+	}
+	if o.QueryBank != nil {
+		scoring += fmt.Sprintf(", less each image's offset under a query bank of %d captions", o.QueryBank.Captions)
 	}
 	fmt.Fprintf(stdout, "%s, %s, %d results in %.1f ms\n", o.Mode, scoring, len(o.Results), o.Millis)
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
