@@ -156,7 +156,7 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 			return nil, fmt.Errorf("evaluate: %w", err)
 		}
 		if o.Bank != nil {
-			if err := applyBank(res.Fused, bankCaps, bankImgs, weights, o.Bank.beta()); err != nil {
+			if err := ApplyBank(res.Fused, bankCaps, bankImgs, weights, o.Bank.beta()); err != nil {
 				return nil, fmt.Errorf("evaluate: %w", err)
 			}
 		}
@@ -210,29 +210,6 @@ func bankScores(ctx context.Context, m model.Model, o ModelOptions, k int, imgs,
 		ims = &Matrix{Rows: bi.Len(), Cols: txts.Len(), Data: sc}
 	}
 	return caps, ims, nil
-}
-
-// applyBank fuses each model's scores of the query bank as the split's
-// are fused and subtracts the offsets they give (ApplyBank), at beta per
-// unit of one standardised score.
-func applyBank(f *Fused, caps, ims []*Matrix, weights []float32, beta float64) error {
-	var sum float64
-	for _, w := range weights {
-		sum += float64(w)
-	}
-	var fc, fi *Fused
-	var err error
-	if caps[0] != nil {
-		if fc, err = Fuse(caps, weights); err != nil {
-			return fmt.Errorf("query bank's captions: %w", err)
-		}
-	}
-	if ims[0] != nil {
-		if fi, err = Fuse(ims, weights); err != nil {
-			return fmt.Errorf("query bank's images: %w", err)
-		}
-	}
-	return ApplyBank(f, fc, fi, beta/sum)
 }
 
 // checkSources refuses weights or image sources that do not go one to one

@@ -60,13 +60,39 @@ func (b *QueryBank) check(models int, weights []float32) error {
 	return nil
 }
 
-// ApplyBank subtracts the query bank's offsets from the fusion f, at
-// inverse temperature beta per unit of f's scores: captions (the split's
-// images x the bank's captions, fused as f is) gives each image's offset,
-// subtracted from its row of f.ByCaption; images (the bank's images x the
-// split's captions) gives each caption's, subtracted from its column of
-// f.ByImage. Either may be nil.
-func ApplyBank(f *Fused, captions, images *Fused, beta float64) error {
+// ApplyBank subtracts a query bank's offsets from the fusion f of models
+// with these weights: caps (one a model: the split's images x the bank's
+// captions) gives each image's offset, subtracted from its row of
+// f.ByCaption, and ims (one a model: the bank's images x the split's
+// captions) each caption's, subtracted from its column of f.ByImage;
+// either may be nil. The bank's scores are fused as the split's are
+// (Fuse), and beta is per unit of standardised score: the offsets take
+// beta over the weights' sum.
+func ApplyBank(f *Fused, caps, ims []*Matrix, weights []float32, beta float64) error {
+	var sum float64
+	for _, w := range weights {
+		sum += float64(w)
+	}
+	var fc, fi *Fused
+	var err error
+	if len(caps) > 0 && caps[0] != nil {
+		if fc, err = Fuse(caps, weights); err != nil {
+			return fmt.Errorf("query bank's captions: %w", err)
+		}
+	}
+	if len(ims) > 0 && ims[0] != nil {
+		if fi, err = Fuse(ims, weights); err != nil {
+			return fmt.Errorf("query bank's images: %w", err)
+		}
+	}
+	return applyOffsets(f, fc, fi, beta/sum)
+}
+
+// applyOffsets subtracts the offsets of the fused bank scores captions
+// (the split's images x the bank's captions) and images (the bank's images
+// x the split's captions) from f, at inverse temperature beta per unit of
+// f's scores; either may be nil.
+func applyOffsets(f *Fused, captions, images *Fused, beta float64) error {
 	if captions != nil {
 		m := captions.ByCaption
 		if m.Rows != f.ByCaption.Rows {
@@ -117,16 +143,3 @@ func (p picked) Dims() (regions, dim int) { return p.src.Dims() }
 func (p picked) Image(i int) []float32    { return p.src.Image(p.idx[i]) }
 func (p picked) NumRegions(i int) int     { return p.src.NumRegions(p.idx[i]) }
 func (p picked) Box5(i, r int) [5]float32 { return p.src.Box5(p.idx[i], r) }
-
-// Spread returns k indices spread evenly over 0..n-1 (all n when k >= n),
-// in increasing order.
-func Spread(n, k int) []int {
-	if k >= n {
-		k = n
-	}
-	out := make([]int, k)
-	for i := range out {
-		out[i] = int(int64(i) * int64(n) / int64(k))
-	}
-	return out
-}

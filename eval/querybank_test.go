@@ -10,11 +10,11 @@ import (
 	"github.com/xmr-project/xmr/model"
 )
 
-// TestApplyBankDemotesAHub: an image that every bank caption scores high
+// TestApplyOffsetsDemotesAHub: an image that every bank caption scores high
 // (a hub) loses more than the others, so that a caption whose own image
 // it outranked finds its own image first; each score loses exactly its
 // item's model.BankOffset, in both directions.
-func TestApplyBankDemotesAHub(t *testing.T) {
+func TestApplyOffsetsDemotesAHub(t *testing.T) {
 	// 3 images x 3 captions (one a image); image 0 is a hub.
 	byCaption := &Matrix{Rows: 3, Cols: 3, Data: []float32{
 		1.0, 0.9, 0.8,
@@ -36,7 +36,7 @@ func TestApplyBankDemotesAHub(t *testing.T) {
 		0.2, 0.1, 0.8,
 	}}}
 	const beta = 3
-	if err := ApplyBank(f, caps, ims, beta); err != nil {
+	if err := applyOffsets(f, caps, ims, beta); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
@@ -68,14 +68,14 @@ func TestApplyBankDemotesAHub(t *testing.T) {
 	if d := f.ByImage.Data[8] - f.ByImage.Data[7]; !(d < 0.3) {
 		t.Fatalf("caption 2's lead for image 2 is %v, want less than before (0.3)", d)
 	}
-	if err := ApplyBank(f, &Fused{ByCaption: NewMatrix(2, 4)}, nil, beta); err == nil || !strings.Contains(err.Error(), "2 images scored by the bank's captions, the split has 3") {
+	if err := applyOffsets(f, &Fused{ByCaption: NewMatrix(2, 4)}, nil, beta); err == nil || !strings.Contains(err.Error(), "2 images scored by the bank's captions, the split has 3") {
 		t.Fatalf("a bank of another split's images: %v", err)
 	}
 }
 
 // TestEvaluateModelsWithBank: a query bank's evaluation equals the one
 // computed by hand from each model's matrices (Fuse of the split, Fuse of
-// the bank's scores, ApplyBank at beta over the weights' sum), and the
+// the bank's scores, their offsets at beta over the weights' sum), and the
 // bank is refused where it cannot go.
 func TestEvaluateModelsWithBank(t *testing.T) {
 	ctx := context.Background()
@@ -115,7 +115,7 @@ func TestEvaluateModelsWithBank(t *testing.T) {
 	plain := slices.Clone(f.ByImage.Data)
 	fc, _ := Fuse(caps, weights)
 	fi, _ := Fuse(ims, weights)
-	if err := ApplyBank(f, fc, fi, 2/1.5); err != nil {
+	if err := applyOffsets(f, fc, fi, 2/1.5); err != nil {
 		t.Fatal(err)
 	}
 	want, err := EvaluateFused(f, Options{CaptionsPerImage: 5})
@@ -144,23 +144,6 @@ func TestEvaluateModelsWithBank(t *testing.T) {
 	} {
 		if _, err := EvaluateModels(ctx, models, split, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("error %v, want %q", err, c.want)
-		}
-	}
-}
-
-// TestSpread checks the indices spread over a range.
-func TestSpread(t *testing.T) {
-	for _, c := range []struct {
-		n, k int
-		want []int
-	}{
-		{10, 5, []int{0, 2, 4, 6, 8}},
-		{3, 5, []int{0, 1, 2}},
-		{7, 3, []int{0, 2, 4}},
-		{4, 0, []int{}},
-	} {
-		if got := Spread(c.n, c.k); !slices.Equal(got, c.want) {
-			t.Errorf("Spread(%d, %d) = %v, want %v", c.n, c.k, got, c.want)
 		}
 	}
 }

@@ -104,11 +104,16 @@ func WriteFusion(ctx context.Context, dir string, members []FusionMember) error 
 	if err := f.checkSameCollection(ctx); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(fusionManifest{Format: fusionFormat, Members: members}, "", "  ")
+	return writeFusionManifest(filepath.Join(dir, FusionFile), &fusionManifest{Format: fusionFormat, Members: members})
+}
+
+// writeFusionManifest writes man to path (FusionFile), atomically.
+func writeFusionManifest(path string, man *fusionManifest) error {
+	b, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteBytes(filepath.Join(dir, FusionFile), append(b, '\n'))
+	return atomicfile.WriteBytes(path, append(b, '\n'))
 }
 
 // OpenFusion opens the fusion in dir (FusionFile) and its member indexes.
@@ -176,7 +181,7 @@ func (f *Fusion) checkSameCollection(ctx context.Context) error {
 	first := f.members[0]
 	ni, nc := first.Len()
 	for k, ix := range f.members[1:] {
-		for _, i := range strided(ni, fusionCheck) {
+		for _, i := range Spread(ni, fusionCheck) {
 			a, err := first.cat.image(ctx, i)
 			if err != nil {
 				return err
@@ -189,7 +194,7 @@ func (f *Fusion) checkSameCollection(ctx context.Context) error {
 				return fmt.Errorf("fusion: image %d is %q in %s, %q in %s (member %d): want the same images in the same order", i, a.ID, first.dir, b.ID, ix.dir, k+2)
 			}
 		}
-		for _, i := range strided(nc, fusionCheck) {
+		for _, i := range Spread(nc, fusionCheck) {
 			a, err := first.cat.caption(ctx, i)
 			if err != nil {
 				return err
@@ -310,7 +315,7 @@ func (f *Fusion) search(ctx context.Context, qs []*query, words []string, queryB
 	for _, seg := range qs[0].segs {
 		total += seg.header.Items
 	}
-	sample := strided(total, FusionSample)
+	sample := Spread(total, FusionSample)
 	fused := make([]float32, len(union))
 	if qs[0].text && f.imageOffsets != nil {
 		for i, n := range union {

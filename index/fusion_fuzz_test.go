@@ -16,14 +16,7 @@ func FuzzOpenFusion(f *testing.F) {
 	s := loadTest(f)
 	ctx := context.Background()
 	root := f.TempDir()
-	for k, name := range []string{"teran", "vsepp"} {
-		if _, err := Build(ctx, filepath.Join(root, name), testModel(f, name, uint64(3+k), s.Captions), collectionOf(s, 0, 20), &BuildOptions{SegmentItems: 8}); err != nil {
-			f.Fatal(err)
-		}
-	}
-	if err := WriteFusion(ctx, root, []FusionMember{{Dir: "teran", Weight: 1}, {Dir: "vsepp", Weight: 0.5}}); err != nil {
-		f.Fatal(err)
-	}
+	testFusion(f, s, root, 20, 8, []float32{1, 0.5})
 	plain, err := os.ReadFile(filepath.Join(root, FusionFile))
 	if err != nil {
 		f.Fatal(err)
@@ -46,9 +39,9 @@ func FuzzOpenFusion(f *testing.F) {
 	}
 	f.Add(plain)
 	f.Add(banked)
-	f.Add([]byte(`{"format":"xmr-fusion/1","members":[{"dir":"teran","weight":1},{"dir":"vsepp","weight":1}],"querybank":{"captions":-1,"beta":2,"file":"querybank-images.npy"}}`))
-	f.Add([]byte(`{"format":"xmr-fusion/1","members":[{"dir":"teran","weight":1},{"dir":"vsepp","weight":1}],"querybank":{"captions":3,"beta":1e308,"file":"../teran/manifest.json"}}`))
-	f.Add([]byte(`{"format":"xmr-fusion/1","members":[{"dir":"teran","weight":1},{"dir":"teran","weight":1e-30}]}`))
+	f.Add([]byte(`{"format":"xmr-fusion/1","members":[{"dir":"regions","weight":1},{"dir":"global","weight":1}],"querybank":{"captions":-1,"beta":2,"file":"querybank-images.npy"}}`))
+	f.Add([]byte(`{"format":"xmr-fusion/1","members":[{"dir":"regions","weight":1},{"dir":"global","weight":1}],"querybank":{"captions":3,"beta":1e308,"file":"../regions/manifest.json"}}`))
+	f.Add([]byte(`{"format":"xmr-fusion/1","members":[{"dir":"regions","weight":1},{"dir":"regions","weight":1e-30}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := os.WriteFile(filepath.Join(root, FusionFile), b, 0o644); err != nil {
 			t.Fatal(err)

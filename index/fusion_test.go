@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/model"
 )
 
@@ -20,7 +21,7 @@ func fusedScores(cols [][]float32, weights []float32) []float32 {
 	out := make([]float32, len(cols[0]))
 	for m, c := range cols {
 		var sample []float32
-		for _, i := range strided(len(c), FusionSample) {
+		for _, i := range Spread(len(c), FusionSample) {
 			sample = append(sample, c[i])
 		}
 		mean, sd := moments(sample)
@@ -31,23 +32,34 @@ func fusedScores(cols [][]float32, weights []float32) []float32 {
 	return out
 }
 
+// testFusion builds in root the indexes of the first n images of s by an
+// untrained TERAN ("regions") and an untrained VSE++ ("global"), in
+// segments of seg items, and writes their fusion at weights; it returns
+// the two models.
+func testFusion(tb testing.TB, s *data.Split, root string, n, seg int, weights []float32) []model.Model {
+	tb.Helper()
+	ctx := context.Background()
+	models := []model.Model{testModel(tb, "teran", 3, s.Captions), testModel(tb, "vsepp", 4, s.Captions)}
+	var members []FusionMember
+	for k, m := range models {
+		name := []string{"regions", "global"}[k]
+		if _, err := Build(ctx, filepath.Join(root, name), m, collectionOf(s, 0, n), &BuildOptions{SegmentItems: seg}); err != nil {
+			tb.Fatal(err)
+		}
+		members = append(members, FusionMember{Dir: name, Weight: weights[k]})
+	}
+	if err := WriteFusion(ctx, root, members); err != nil {
+		tb.Fatal(err)
+	}
+	return models
+}
+
 func TestFusionMatchesDirectFusion(t *testing.T) {
 	s := loadTest(t)
 	ctx := context.Background()
 	root := t.TempDir()
-	models := []model.Model{testModel(t, "teran", 3, s.Captions), testModel(t, "vsepp", 4, s.Captions)}
 	weights := []float32{1, 0.4}
-	var members []FusionMember
-	for k, m := range models {
-		dir := filepath.Join(root, []string{"regions", "global"}[k])
-		if _, err := Build(ctx, dir, m, collectionOf(s, 0, s.NumImages()), &BuildOptions{SegmentItems: 37}); err != nil {
-			t.Fatal(err)
-		}
-		members = append(members, FusionMember{Dir: filepath.Base(dir), Weight: weights[k]})
-	}
-	if err := WriteFusion(ctx, root, members); err != nil {
-		t.Fatal(err)
-	}
+	models := testFusion(t, s, root, s.NumImages(), 37, weights)
 	if !IsFusion(root) || IsFusion(filepath.Join(root, "regions")) {
 		t.Fatal("IsFusion: want true for the fusion only")
 	}

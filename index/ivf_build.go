@@ -63,9 +63,9 @@ func trainQuantizer(vecs []float32, d int) *quantizer {
 		return nil
 	}
 	cells := ivfCells(n)
-	qz := &quantizer{cells: cells, d: d, centroids: sphericalKmeans(vecs, d, strided(n, cells*ivfSample), cells)}
+	qz := &quantizer{cells: cells, d: d, centroids: sphericalKmeans(vecs, d, Spread(n, cells*ivfSample), cells)}
 	qz.groups = 1 << (bits.Len(uint(cells)) / 2) // about sqrt(cells)
-	qz.groupCent = sphericalKmeans(qz.centroids, d, strided(cells, cells), qz.groups)
+	qz.groupCent = sphericalKmeans(qz.centroids, d, Spread(cells, cells), qz.groups)
 	qz.members = make([][]int32, qz.groups)
 	for c, g := range assign(qz.centroids, d, qz.groupCent) {
 		qz.members[g] = append(qz.members[g], int32(c))
@@ -192,8 +192,10 @@ func ivfLists(cellOf []uint16, offsets []int, cells int) (off []int64, vecs, ite
 	return off, vecs, items
 }
 
-// strided returns up to m indices spread evenly over [0, n).
-func strided(n, m int) []int {
+// Spread returns up to m indices spread evenly over [0, n), in increasing
+// order: every n/m-th, from 0 (all of them when m >= n). Fusion samples
+// and query banks are drawn with it.
+func Spread(n, m int) []int {
 	if m >= n {
 		out := make([]int, n)
 		for i := range out {
@@ -220,7 +222,7 @@ func sphericalKmeans(vecs []float32, d int, sample []int, k int) []float32 {
 		copy(rows[j*d:], vecs[i*d:(i+1)*d])
 	}
 	cents := make([]float32, k*d)
-	for j, i := range strided(len(sample), k) {
+	for j, i := range Spread(len(sample), k) {
 		copy(cents[j*d:], rows[i*d:(i+1)*d])
 	}
 	sum := make([]float64, k*d)

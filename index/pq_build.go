@@ -20,7 +20,7 @@ func trainPQ(vecs []float32, dim, dsub int) *pqCodebook {
 	if n == 0 {
 		return cb
 	}
-	sample := strided(n, pqTrainVectors)
+	sample := Spread(n, pqTrainVectors)
 	parallel(m, func(s int) {
 		pts := make([]float32, len(sample)*w)
 		for i, r := range sample {

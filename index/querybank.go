@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/xmr-project/xmr/atomicfile"
 	"github.com/xmr-project/xmr/model"
 	"github.com/xmr-project/xmr/npy"
 )
@@ -89,20 +88,33 @@ func (f *Fusion) SetQueryBank(ctx context.Context, bank []*model.Embeddings, bet
 		wsum += float64(w)
 	}
 	n, _ := f.Len()
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
+	// Every image of each member, located once: the bank scores them all.
+	cands := make([][]candidate, len(f.members))
+	for m, ix := range f.members {
+		cands[m] = make([]candidate, n)
+		for i := range cands[m] {
+			seg, row, ok := locate(ix.images, i)
+			if !ok {
+				return fmt.Errorf("query bank: member %d (%s): image %d is beyond the index's segments", m+1, ix.dir, i)
+			}
+			cands[m][i] = candidate{item: i, row: row, seg: seg}
+		}
 	}
-	sample := strided(n, FusionSample)
+	sample := Spread(n, FusionSample)
 	acc := model.NewBankAccumulator(n, beta/wsum)
 	sampled := make([]float32, len(sample))
+	buf := make([][]float32, bankChunk)
+	for c := range buf {
+		buf[c] = make([]float32, n)
+	}
+	skip := make([]bool, bankChunk)
 	for lo := 0; lo < nb; lo += bankChunk {
 		hi := min(lo+bankChunk, nb)
-		fused := make([][]float32, hi-lo)
+		fused := buf[:hi-lo]
 		for c := range fused {
-			fused[c] = make([]float32, n)
+			clear(fused[c])
+			skip[c] = false
 		}
-		skip := make([]bool, hi-lo)
 		for m, ix := range f.members {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -125,7 +137,11 @@ func (f *Fusion) SetQueryBank(ctx context.Context, bank []*model.Embeddings, bet
 			if !s.Alignment() {
 				// A global scoring: the chunk's captions against every
 				// image's global vector, in one product.
-				sc, err := scoreChunk(ctx, ix, e, s, n)
+				g, err := gatherGlobals(cands[m], e.Dim)
+				if err != nil {
+					return fmt.Errorf("query bank: member %d (%s): %w", m+1, ix.dir, err)
+				}
+				sc, err := model.ScoreMatrix(ctx, g, e, s)
 				if err != nil {
 					return fmt.Errorf("query bank: member %d (%s): %w", m+1, ix.dir, err)
 				}
@@ -144,7 +160,7 @@ func (f *Fusion) SetQueryBank(ctx context.Context, bank []*model.Embeddings, bet
 					skip[c] = true // no word to align: no query of the bank
 					continue
 				}
-				sc, err := scoreItems(ctx, newQuery(ix.images, q, true, s, nil), all)
+				sc, err := exactScores(ctx, cands[m], newQuery(ix.images, q, true, s, nil))
 				if err != nil {
 					return fmt.Errorf("query bank caption %d: member %d (%s): %w", lo+c+1, m+1, ix.dir, err)
 				}
@@ -173,33 +189,11 @@ func (f *Fusion) SetQueryBank(ctx context.Context, bank []*model.Embeddings, bet
 		return err
 	}
 	man.QueryBank = &fusionBank{Captions: acc.Queries(), Beta: beta, File: QueryBankFile}
-	b, err := json.MarshalIndent(man, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteBytes(path, append(b, '\n')); err != nil {
+	if err := writeFusionManifest(path, man); err != nil {
 		return fmt.Errorf("query bank: %w", err)
 	}
 	f.bank, f.imageOffsets = man.QueryBank, off
 	return nil
-}
-
-// scoreChunk scores every image of ix (n of them) for each caption
-// encoded in e under the global scoring s: an images x captions matrix.
-func scoreChunk(ctx context.Context, ix *Index, e *model.Embeddings, s model.Scoring, n int) ([]float32, error) {
-	cands := make([]candidate, n)
-	for i := range cands {
-		seg, row, ok := locate(ix.images, i)
-		if !ok {
-			return nil, fmt.Errorf("image %d is beyond the index's segments", i)
-		}
-		cands[i] = candidate{item: i, row: row, seg: seg}
-	}
-	g, err := gatherGlobals(cands, e.Dim)
-	if err != nil {
-		return nil, err
-	}
-	return model.ScoreMatrix(ctx, g, e, s)
 }
 
 // QueryBank returns the number of captions and the beta of the fusion's

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,19 +22,8 @@ func TestFusionQueryBank(t *testing.T) {
 	s := loadTest(t)
 	ctx := context.Background()
 	root := t.TempDir()
-	models := []model.Model{testModel(t, "teran", 3, s.Captions), testModel(t, "vsepp", 4, s.Captions)}
 	weights := []float32{1, 0.4}
-	var members []FusionMember
-	for k, m := range models {
-		dir := filepath.Join(root, []string{"regions", "global"}[k])
-		if _, err := Build(ctx, dir, m, collectionOf(s, 0, s.NumImages()), &BuildOptions{SegmentItems: 37}); err != nil {
-			t.Fatal(err)
-		}
-		members = append(members, FusionMember{Dir: filepath.Base(dir), Weight: weights[k]})
-	}
-	if err := WriteFusion(ctx, root, members); err != nil {
-		t.Fatal(err)
-	}
+	models := testFusion(t, s, root, s.NumImages(), 37, weights)
 	f, err := OpenFusion(ctx, root, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -182,4 +172,21 @@ func TestFusionQueryBank(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameRanking(t, "text with a stale bank", got, model.TopK(column(123), 10))
+}
+
+// TestSpread checks the indices spread over a range.
+func TestSpread(t *testing.T) {
+	for _, c := range []struct {
+		n, m int
+		want []int
+	}{
+		{10, 5, []int{0, 2, 4, 6, 8}},
+		{3, 5, []int{0, 1, 2}},
+		{7, 3, []int{0, 2, 4}},
+		{4, 0, []int{}},
+	} {
+		if got := Spread(c.n, c.m); !slices.Equal(got, c.want) {
+			t.Errorf("Spread(%d, %d) = %v, want %v", c.n, c.m, got, c.want)
+		}
+	}
 }

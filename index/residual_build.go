@@ -199,7 +199,7 @@ func cellLists(cellOf []uint16, offsets []int, cells int) (off []int64, items []
 // modality).
 func trainResidual(modality string, vecs []float32, d int, cellOf []uint16, qz *quantizer, dsub int, coder ResidualCoder) *pqCodebook {
 	n := len(vecs) / d
-	sample := strided(n, pqTrainVectors)
+	sample := Spread(n, pqTrainVectors)
 	res := make([]float32, len(sample)*d)
 	for j, i := range sample {
 		c := qz.centroids[int(cellOf[i])*d : int(cellOf[i]+1)*d]

@@ -2,11 +2,12 @@ package photomodel
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xmr-project/xmr/data"
 )
 
 // TestFiles checks that every model the package names is in it, that the
@@ -82,23 +83,15 @@ func TestQueryBank(t *testing.T) {
 		}
 	}
 	path := filepath.Join("..", "..", "shared", "data", "flickr8k-photos", "dataset_flickr8k.json")
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		t.Skipf("no shared Flickr8k set to check the captions against: %v", err)
 	}
-	var ds struct {
-		Images []struct {
-			Split     string `json:"split"`
-			Sentences []struct {
-				Raw string `json:"raw"`
-			} `json:"sentences"`
-		} `json:"images"`
-	}
-	if err := json.Unmarshal(b, &ds); err != nil {
+	k, err := data.LoadKarpathy(path)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var train []string
-	for _, im := range ds.Images {
+	for _, im := range k.Images {
 		if im.Split == "train" && len(im.Sentences) > 0 {
 			train = append(train, im.Sentences[0].Raw)
 		}

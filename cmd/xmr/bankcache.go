@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/xmr-project/xmr/data"
-	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/index"
 	"github.com/xmr-project/xmr/model"
@@ -164,7 +163,7 @@ func bankImages(split *data.Split, n int) []int {
 		}
 	}
 	var out []int
-	for _, k := range eval.Spread(len(own), n) {
+	for _, k := range index.Spread(len(own), n) {
 		out = append(out, own[k])
 	}
 	return out

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -80,25 +79,13 @@ func TestBankCaptions(t *testing.T) {
 		t.Errorf("bankCaptions(2) = %v, want a1 and b1", got)
 	}
 
-	b, err := os.ReadFile(filepath.Join(needPhotos(t), "dataset_flickr8k.json"))
+	k, err := data.LoadKarpathy(filepath.Join(needPhotos(t), "dataset_flickr8k.json"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	var ds struct {
-		Images []struct {
-			Filename  string `json:"filename"`
-			Split     string `json:"split"`
-			Sentences []struct {
-				Raw string `json:"raw"`
-			} `json:"sentences"`
-		} `json:"images"`
-	}
-	if err := json.Unmarshal(b, &ds); err != nil {
 		t.Fatal(err)
 	}
 	train := &data.Split{CapsPerImage: 5}
 	for _, mirror := range []string{"", extract.MirrorSuffix} {
-		for _, im := range ds.Images {
+		for _, im := range k.Images {
 			if im.Split != "train" {
 				continue
 			}

@@ -218,7 +218,6 @@ func (f *fused) evaluateBank(ctx context.Context, p *demoPartner, res []*eval.Mo
 		return fmt.Errorf("the query bank: %w", err)
 	}
 	var sims []*eval.Matrix
-	var sum float64
 	for k, m := range models {
 		enc, err := model.EncodeTexts(ctx, m, caps, nil)
 		if err != nil {
@@ -230,13 +229,8 @@ func (f *fused) evaluateBank(ctx context.Context, p *demoPartner, res []*eval.Mo
 		}
 		f.bank = append(f.bank, enc)
 		sims = append(sims, &eval.Matrix{Rows: res[k].Images.Len(), Cols: enc.Len(), Data: sc})
-		sum += float64(weights[k])
 	}
-	bank, err := eval.Fuse(sims, weights)
-	if err != nil {
-		return err
-	}
-	if err := eval.ApplyBank(fu, bank, nil, model.DefaultBankBeta/sum); err != nil {
+	if err := eval.ApplyBank(fu, sims, nil, weights, model.DefaultBankBeta); err != nil {
 		return err
 	}
 	opts.CaptionsPerImage = perImage
