@@ -160,7 +160,18 @@ func EvaluateModels(ctx context.Context, models []model.Model, split *data.Split
 				return nil, fmt.Errorf("evaluate: %w", err)
 			}
 		}
-		rep, err = EvaluateFused(res.Fused, opts)
+		if rep, err = EvaluateFused(res.Fused, opts); err != nil {
+			return nil, err
+		}
+		// Each member alone, as it ranks before the fusion (and without
+		// the bank): what each adds is read beside it.
+		for k, s := range each {
+			r, err := Evaluate(s, opts)
+			if err != nil {
+				return nil, fmt.Errorf("evaluate: model %d alone: %w", k+1, err)
+			}
+			rep.Members = append(rep.Members, r.Metrics)
+		}
 	} else {
 		for i := range sum {
 			sum[i] /= float32(len(models))

@@ -2,7 +2,9 @@ package eval
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -129,6 +131,26 @@ func TestEvaluateModelsWithBank(t *testing.T) {
 	}
 	if got.Report.RSum != want.RSum {
 		t.Fatalf("rsum %v, want %v", got.Report.RSum, want.RSum)
+	}
+	// Each member alone, before the fusion and without the bank.
+	if len(got.Report.Members) != len(models) {
+		t.Fatalf("%d members' metrics, want %d", len(got.Report.Members), len(models))
+	}
+	for k, s := range each {
+		alone, err := Evaluate(s, Options{CaptionsPerImage: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Report.Members[k], alone.Metrics) {
+			t.Fatalf("member %d: %+v, want %+v", k+1, got.Report.Members[k], alone.Metrics)
+		}
+	}
+	var table strings.Builder
+	if err := got.Report.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), fmt.Sprintf("#2     | %6.1f", got.Report.Members[1].I2T.R1)) {
+		t.Fatalf("the table has no line for model 2 alone:\n%s", table.String())
 	}
 	if slices.Equal(f.ByImage.Data, plain) {
 		t.Fatalf("the bank changed no score")

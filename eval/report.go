@@ -24,6 +24,11 @@ type Report struct {
 	NDCGNonZeroI2T bool `json:"ndcg_nonzero_i2t,omitempty"`
 	Metrics
 	Folds []Metrics `json:"folds,omitempty"`
+	// Members holds, for a fusion (ModelOptions.Weights), each model's
+	// metrics alone, in the models' order: its own similarity matrix
+	// evaluated as it was before fusing (without a query bank), averaged
+	// over the folds as Metrics is.
+	Members []Metrics `json:"members,omitempty"`
 	// Alignment is the word-region alignment accuracy, when the data has
 	// word-region ground truth and one model was evaluated.
 	Alignment *AlignmentScore `json:"alignment,omitempty"`
@@ -33,8 +38,9 @@ type Report struct {
 // Fields: protocol, images, captions, captions_per_image, fold_images,
 // i2t and t2i ({r1, r5, r10, medr, meanr}), rsum, ndcg ({name: {i2t,
 // t2i}}), ndcg_p, ndcg_nonzero_i2t, folds (a list of {i2t, t2i, rsum,
-// ndcg}) when there are several folds, and alignment ({accuracy, words})
-// when it was measured.
+// ndcg}) when there are several folds, members (a list of {i2t, t2i,
+// rsum, ndcg}, each model of a fusion alone) for a fusion, and alignment
+// ({accuracy, words}) when it was measured.
 func (r *Report) WriteJSON(w io.Writer) error {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -61,7 +67,8 @@ func (r *Report) ndcgNames() []string {
 // WriteTable writes r as a table in the layout of the TERAN paper: one line
 // per fold (1K protocol) and one line for the result, with image-to-text
 // (sentence retrieval) R@1 R@5 R@10 medr meanr, text-to-image (image
-// retrieval) the same, rsum, then NDCG@p i2t and t2i per relevance.
+// retrieval) the same, rsum, then NDCG@p i2t and t2i per relevance; for
+// a fusion, one more line per model alone (#1, #2, ...).
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "protocol %s: %d images, %d captions", r.Protocol, r.Images, r.Captions)
@@ -108,6 +115,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("mean", r.Metrics)
 	} else {
 		row(string(r.Protocol), r.Metrics)
+	}
+	for k, m := range r.Members {
+		row(fmt.Sprintf("#%d", k+1), m)
+	}
+	if len(r.Members) > 0 {
+		fmt.Fprintf(&b, "\n#1 to #%d: each model alone, before the fusion above (and without its query bank, if any)\n", len(r.Members))
 	}
 	if a := r.Alignment; a != nil {
 		fmt.Fprintf(&b, "\nword-region alignment accuracy: %.1f%% of %d grounded words\n", 100*a.Accuracy, a.Words)

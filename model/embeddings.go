@@ -84,6 +84,28 @@ func (e *Embeddings) Append(o *Embeddings) error {
 	return nil
 }
 
+// Unpermute returns e's items in the order they came from: e's item k is
+// item order[k] of the result. order must be a permutation of 0..Len()-1.
+func (e *Embeddings) Unpermute(order []int) *Embeddings {
+	n := e.Len()
+	at := make([]int, n) // at[i]: where item i is in e
+	for k, i := range order {
+		at[i] = k
+	}
+	out := &Embeddings{Dim: e.Dim, Offsets: make([]int, n+1), Global: make([]float32, 0, len(e.Global))}
+	for i, k := range at {
+		out.Offsets[i+1] = out.Offsets[i] + e.Count(k)
+	}
+	out.Vecs = make([]float32, 0, out.Offsets[n]*e.Dim)
+	out.Pos = make([]int32, 0, out.Offsets[n])
+	for _, k := range at {
+		out.Vecs = append(out.Vecs, e.Item(k)...)
+		out.Pos = append(out.Pos, e.ItemPos(k)...)
+		out.Global = append(out.Global, e.GlobalOf(k)...)
+	}
+	return out
+}
+
 // Validate checks that the arrays agree with each other.
 func (e *Embeddings) Validate() error {
 	n := e.Len()

@@ -1,8 +1,10 @@
 package model
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/xmr-project/xmr/tensor"
 	"github.com/xmr-project/xmr/text"
@@ -137,23 +139,70 @@ func EncodeImages(ctx context.Context, m Model, src ImageSource, o *EncodeOption
 	return out, nil
 }
 
-// EncodeTexts encodes captions with m, without a tape.
+// EncodeTexts encodes captions with m, without a tape. Captions are
+// batched by length (the shortest first), so that a batch pads its
+// captions to a length near their own, not to the longest of any caption
+// near them in the list: on Flickr8k's captions, half the tokens a batch
+// in the list's order would encode are padding. The embeddings are in the
+// order of captions, each caption's as a batch of its own gives it
+// (padding does not reach a caption's encoding).
 func EncodeTexts(ctx context.Context, m Model, captions []string, o *EncodeOptions) (*Embeddings, error) {
 	n, bs := len(captions), o.batch()
-	out := &Embeddings{}
+	order := byLength(m, captions, bs)
+	sorted := &Embeddings{}
+	batch := make([]string, 0, min(bs, n))
 	for lo := 0; lo < n; lo += bs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		hi := min(lo+bs, n)
-		var enc *Encoded
-		if err := tensor.Try(func() { enc = m.EncodeTexts(nil, TextBatch(m, captions[lo:hi])) }); err != nil {
-			return nil, fmt.Errorf("encode captions %d-%d: %w", lo, hi-1, err)
+		batch = batch[:0]
+		for k := lo; k < hi; k++ {
+			batch = append(batch, captions[at(order, k)])
 		}
-		if err := out.Append(enc.Embeddings()); err != nil {
+		var enc *Encoded
+		if err := tensor.Try(func() { enc = m.EncodeTexts(nil, TextBatch(m, batch)) }); err != nil {
+			if hi-lo == 1 {
+				return nil, fmt.Errorf("encode caption %d: %w", at(order, lo), err)
+			}
+			return nil, fmt.Errorf("encode a batch of %d captions (caption %d among them): %w", hi-lo, at(order, lo), err)
+		}
+		if err := sorted.Append(enc.Embeddings()); err != nil {
 			return nil, err
 		}
 		o.progress(hi, n)
 	}
-	return out, nil
+	if order == nil {
+		return sorted, nil
+	}
+	return sorted.Unpermute(order), nil
+}
+
+// at returns order[k], or k when order is nil (the identity).
+func at(order []int, k int) int {
+	if order == nil {
+		return k
+	}
+	return order[k]
+}
+
+// byLength returns the captions' indices ordered by their number of
+// tokens (ties in the list's order), or nil when they fit one batch of bs
+// or are in that order already.
+func byLength(m Model, captions []string, bs int) []int {
+	if len(captions) <= bs {
+		return nil
+	}
+	lens := m.Tokenizer().EncodeBatch(captions, text.EncodeOptions{MaxLen: m.Config().MaxCaptionTokens}).Lens
+	order := make([]int, len(captions))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(lens[a], lens[b]) })
+	for i, j := range order {
+		if i != j {
+			return order
+		}
+	}
+	return nil
 }

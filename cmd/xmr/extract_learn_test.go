@@ -127,6 +127,13 @@ func TestChanceRSum(t *testing.T) {
 
 // recallReport is what the tests read of `xmr eval --json`.
 type recallReport struct {
+	recallMetrics
+	// Members: each model of a fusion alone.
+	Members []recallMetrics `json:"members"`
+}
+
+// recallMetrics is the recall of one ranking in xmr eval --json.
+type recallMetrics struct {
 	I2T  struct{ R1, R5, R10 float64 } `json:"i2t"`
 	T2I  struct{ R1, R5, R10 float64 } `json:"t2i"`
 	RSum float64                       `json:"rsum"`

@@ -35,6 +35,7 @@ type indexOptions struct {
 	ext        extractorFlags
 	workers    int
 	layout     layoutFlags
+	cpuProfile string
 }
 
 // layoutFlags choose how a local index stores its vectors.
@@ -112,6 +113,7 @@ run again. docs/weaviate.md describes it:
 			fs.IntVar(&w.Ef, "ef", 0, "Weaviate HNSW ef at query time (0: dynamic, Weaviate's default)")
 			fs.BoolVar(&w.Muvera, "muvera", false, "Weaviate: index the multi-vectors by their MUVERA encodings (faster to build, approximate candidates rescored by maxSim)")
 			fs.IntVar(&w.BatchSize, "batch-size", 0, "Weaviate: objects per batch request (0: 64)")
+			fs.StringVar(&indexFlags.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of the build to `FILE`")
 		},
 		run: runIndex,
 	})
@@ -151,9 +153,14 @@ func runIndex(ctx context.Context, args []string) error {
 	// The index directory is the index's as a whole (--overwrite and
 	// --append remove the files its manifest no longer lists).
 	if err := checkOutputs(append(append(checkpointInputs(f.checkpoint), f.data.inputs()...), outpath.Input{Flag: "--images", Path: f.images}),
-		[]outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Dir}}); err != nil {
+		[]outpath.Output{{Flag: "--out", Path: f.out, Kind: outpath.Dir}, profileOutput(f.cpuProfile)}); err != nil {
 		return err
 	}
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	if f.images != "" {
 		st, err := os.Stat(f.images)
 		if err != nil {

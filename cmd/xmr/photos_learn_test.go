@@ -140,7 +140,7 @@ func TestPhotosLearnAndSearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	runDir := filepath.Join(dir, "run")
-	if _, stderr, code := run(t, "train", "--config", cfg, "--data", feats, "--out", runDir, "--max-iters", "300", "--val-images", "100"); code != 0 {
+	if _, stderr, code := run(t, "train", "--config", cfg, "--data", feats, "--out", runDir, "--max-iters", "150", "--val-images", "100"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, stderr)
 	}
 	rep := evalRecall(t, runDir, feats, "dev")
