@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/xmr-project/xmr/blas"
+	"github.com/xmr-project/xmr/internal/colsum"
 	"github.com/xmr-project/xmr/tfjs"
 )
 
@@ -115,17 +116,7 @@ func (g *graph) add(n *gnode, m *tfjs.Model, inputShape shape) error {
 		}
 		h, w, c := s[1], s[2], s[3]
 		g.addStep(n, ins[:1], shape{1, 1, 1, c}, func(in [][]float32, out []float32) {
-			acc := make([]float64, c)
-			x := in[0]
-			for p := 0; p < h*w; p++ {
-				row := x[p*c : p*c+c]
-				for j, v := range row {
-					acc[j] += float64(v)
-				}
-			}
-			for j := range out {
-				out[j] = float32(acc[j] / float64(h*w))
-			}
+			colsum.Mean(out, in[0], h*w, c)
 		})
 		return nil
 	case "ResizeBilinear":
@@ -305,12 +296,24 @@ func (c *conv) gemm(in [][]float32, out []float32) {
 }
 
 // im2col writes the input patches of output pixels [lo, hi) (in raster
-// order) to dst, one row of k*k*cin values per pixel.
+// order) to dst, one row of k*k*cin values per pixel. A patch inside the
+// input is k runs of k*cin contiguous values (one per kernel row), copied
+// as such: the first convolution's 3 channels would otherwise take a copy
+// of 3 values for each of its 9 taps.
 func (c *conv) im2col(x, dst []float32, lo, hi int) {
 	kk := c.k * c.k * c.cin
+	run := c.k * c.cin
 	for p := lo; p < hi; p++ {
 		oy, ox := p/c.ow, p%c.ow
 		row := dst[(p-lo)*kk : (p-lo+1)*kk]
+		iy0, ix0 := oy*c.stride-c.padT, ox*c.stride-c.padL
+		if iy0 >= 0 && ix0 >= 0 && iy0+c.k <= c.h && ix0+c.k <= c.w {
+			for ky := 0; ky < c.k; ky++ {
+				at := ((iy0+ky)*c.w + ix0) * c.cin
+				copy(row[ky*run:(ky+1)*run], x[at:at+run])
+			}
+			continue
+		}
 		for ky := 0; ky < c.k; ky++ {
 			iy := oy*c.stride + ky - c.padT
 			for kx := 0; kx < c.k; kx++ {

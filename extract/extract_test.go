@@ -3,6 +3,7 @@ package extract
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +58,42 @@ func TestROIAlign(t *testing.T) {
 	ROIAlign(m, [4]float32{0, 0, 2, 2}, out)
 	if out[0] != 1 || out[1] != 101 {
 		t.Errorf("ROIAlign does not add: %v", out)
+	}
+}
+
+// TestBilinearAddBitForBit: the vector kernel's samples equal the scalar
+// loop's bit for bit, for widths that fill its blocks of 8 and leave
+// channels over, at points inside the map and clamped to its border.
+func TestBilinearAddBitForBit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, C := range []int{1, 3, 8, 13, 64, 120} {
+		m := &detect.FeatureMap{Name: "r", H: 7, W: 9, C: C, Stride: 8}
+		m.Data = make([]float32, m.H*m.W*C)
+		for i := range m.Data {
+			m.Data[i] = float32(rng.NormFloat64() * 5)
+		}
+		for _, pt := range [][2]float64{{0.3, 0.7}, {4.25, 2.5}, {8.9, 6.1}, {-1, 3.3}, {3.71, 9}} {
+			got, want := make([]float32, C), make([]float32, C)
+			for c := range got {
+				got[c] = float32(c) / 7
+				want[c] = got[c]
+			}
+			bilinearAdd(m, pt[0], pt[1], got)
+			x, y := min(max(pt[0], 0), float64(m.W-1)), min(max(pt[1], 0), float64(m.H-1))
+			x0, y0 := int(x), int(y)
+			x1, y1 := min(x0+1, m.W-1), min(y0+1, m.H-1)
+			fx, fy := float32(x-float64(x0)), float32(y-float64(y0))
+			w00, w01, w10, w11 := (1-fx)*(1-fy), fx*(1-fy), (1-fx)*fy, fx*fy
+			at := func(yy, xx, c int) float32 { return m.Data[(yy*m.W+xx)*C+c] }
+			for c := range want {
+				want[c] += w00*at(y0, x0, c) + w01*at(y0, x1, c) + w10*at(y1, x0, c) + w11*at(y1, x1, c)
+			}
+			for c := range want {
+				if math.Float32bits(got[c]) != math.Float32bits(want[c]) {
+					t.Fatalf("C %d at %v: channel %d is %v, the scalar loop %v", C, pt, c, got[c], want[c])
+				}
+			}
+		}
 	}
 }
 

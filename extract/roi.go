@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/xmr-project/xmr/detect"
+	"github.com/xmr-project/xmr/internal/colsum"
 )
 
 // ROIAlign pools the part of map m under box (x1, y1, x2, y2 in input
@@ -51,7 +52,14 @@ func bilinearAdd(m *detect.FeatureMap, x, y float64, acc []float32) {
 	p01 := m.Data[(y0*m.W+x1)*C:][:C]
 	p10 := m.Data[(y1*m.W+x0)*C:][:C]
 	p11 := m.Data[(y1*m.W+x1)*C:][:C]
-	for c := range acc {
+	v := 0
+	if hasAVX2 {
+		v = C &^ 7
+		if v > 0 {
+			bilinearAVX2(&acc[0], &p00[0], &p01[0], &p10[0], &p11[0], &[4]float32{w00, w01, w10, w11}, v)
+		}
+	}
+	for c := v; c < C; c++ {
 		acc[c] += w00*p00[c] + w01*p01[c] + w10*p10[c] + w11*p11[c]
 	}
 }
@@ -61,12 +69,7 @@ func bilinearAdd(m *detect.FeatureMap, x, y float64, acc []float32) {
 func meanMap(m *detect.FeatureMap, out []float32) {
 	C := m.C
 	acc := make([]float64, C)
-	for p := 0; p < m.H*m.W; p++ {
-		row := m.Data[p*C : (p+1)*C]
-		for c, v := range row {
-			acc[c] += float64(v)
-		}
-	}
+	colsum.Add(acc, m.Data, m.H*m.W, C)
 	n := float64(m.H * m.W)
 	for c := range C {
 		out[c] += float32(acc[c] / n)
