@@ -334,10 +334,7 @@ func (f *Fusion) search(ctx context.Context, qs []*query, words []string, queryB
 			}
 		}
 		mean, sd := moments(sc[:len(sample)])
-		w := float64(f.weights[m])
-		for i, v := range sc[len(sample):] {
-			fused[i] += float32(w * (float64(v) - mean) / sd)
-		}
+		addStandardised(fused, sc[len(sample):], float64(f.weights[m]), mean, sd)
 	}
 	top := model.TopK(fused, k)
 	for i := range top {
@@ -357,6 +354,15 @@ func scoreItems(ctx context.Context, q *query, items []int) ([]float32, error) {
 		cands[i] = candidate{item: n, row: row, seg: seg}
 	}
 	return exactScores(ctx, cands, q)
+}
+
+// addStandardised adds w times each score of sc, standardised by mean and
+// sd (its query's sample's, moments), to dst: one member's part of a
+// fused score.
+func addStandardised(dst, sc []float32, w, mean, sd float64) {
+	for i, v := range sc {
+		dst[i] += float32(w * (float64(v) - mean) / sd)
+	}
 }
 
 // moments returns the mean and standard deviation of the finite values of

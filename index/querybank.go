@@ -130,9 +130,7 @@ func (f *Fusion) SetQueryBank(ctx context.Context, bank []*model.Embeddings, bet
 					sampled[i] = sc[j]
 				}
 				mean, sd := moments(sampled)
-				for i, v := range sc {
-					fused[c][i] += float32(w * (float64(v) - mean) / sd)
-				}
+				addStandardised(fused[c], sc, w, mean, sd)
 			}
 			if !s.Alignment() {
 				// A global scoring: the chunk's captions against every

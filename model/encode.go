@@ -144,8 +144,10 @@ func EncodeImages(ctx context.Context, m Model, src ImageSource, o *EncodeOption
 // captions to a length near their own, not to the longest of any caption
 // near them in the list: on Flickr8k's captions, half the tokens a batch
 // in the list's order would encode are padding. The embeddings are in the
-// order of captions, each caption's as a batch of its own gives it
-// (padding does not reach a caption's encoding).
+// order of captions, each caption's as a batch of its own gives it within
+// rounding (padding is masked; the products' shapes differ). The captions
+// are tokenised twice, once for their lengths: a few milliseconds for
+// thousands of captions, against seconds to encode them.
 func EncodeTexts(ctx context.Context, m Model, captions []string, o *EncodeOptions) (*Embeddings, error) {
 	n, bs := len(captions), o.batch()
 	order := byLength(m, captions, bs)
