@@ -14,20 +14,22 @@ import (
 const AugmentSuffix = "~aug"
 
 // AugmentSplit returns s with copies more views of each of its images
-// that is not itself a copy (Item.Augment, Item.Mirror unset) after its
+// that is not itself an augmented copy (Item.Augment unset) after its
 // items: copy k of image ID has the id ID~augK and the image's captions,
 // and is extracted from a random crop of the photo, its colours jittered
 // (Picture.Augment), drawn from seed, k and the image's position: the same
-// call gives the same views.
+// call gives the same views. A mirrored copy (MirrorSplit) gets views of
+// the mirror image (ID~mirror~augK, mirrored first, then cropped), with
+// its captions' sides swapped as the mirror's are.
 func AugmentSplit(s SplitSpec, copies int, seed uint64) SplitSpec {
 	out := SplitSpec{Name: s.Name, Items: slices.Clone(s.Items), Captions: slices.Clone(s.Captions)}
 	for k := 1; k <= copies; k++ {
 		for i, it := range s.Items {
-			if it.Mirror || it.Augment != 0 {
+			if it.Augment != 0 {
 				continue
 			}
 			v := rand.New(rand.NewPCG(seed, uint64(k)<<32|uint64(i))).Uint64() | 1 // never 0: 0 means no augmentation
-			out.Items = append(out.Items, Item{Path: it.Path, ID: fmt.Sprintf("%s%s%d", it.ID, AugmentSuffix, k), Augment: v})
+			out.Items = append(out.Items, Item{Path: it.Path, ID: fmt.Sprintf("%s%s%d", it.ID, AugmentSuffix, k), Mirror: it.Mirror, Augment: v})
 			if s.Captions != nil {
 				out.Captions = append(out.Captions, s.Captions[i])
 			}

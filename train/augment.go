@@ -10,18 +10,30 @@ import (
 )
 
 // trainBatch is BatchOf for the training step iter, with the config's
-// batch-level regularisation applied: training.word-drop drops words of
-// the captions before they are tokenised, training.region-drop masks
-// regions of the images (Images.Valid). Both are drawn from the seed and
-// the iteration alone, so a resumed run sees the same batches.
-func trainBatch(m model.Model, s *data.Split, caps []int, tc TrainingConfig, iter int) Batch {
-	if tc.WordDrop == 0 && tc.RegionDrop == 0 {
+// batch-level regularisation applied: views (non-nil with
+// training.augment-draw) puts one of a photo's augmented copies in place of
+// the photo, training.word-drop drops words of the captions before they
+// are tokenised, training.region-drop masks regions of the images
+// (Images.Valid). All are drawn from the seed and the iteration alone, so
+// a resumed run sees the same batches.
+func trainBatch(m model.Model, s *data.Split, caps []int, tc TrainingConfig, iter int, views *viewPool) Batch {
+	if tc.WordDrop == 0 && tc.RegionDrop == 0 && views == nil {
 		return BatchOf(m, s, caps)
 	}
-	// The stream of the step: "drop" in ASCII keeps it apart from the
-	// epoch orders' (EpochOrder) and the tape's dropout's.
+	// The streams of the step: "drop" and "view" in ASCII keep them apart
+	// from each other, the epoch orders' (EpochOrder) and the tape's
+	// dropout's.
 	rng := rand.New(rand.NewPCG(tc.Seed, 0x64726f70^uint64(iter)))
-	b := batchOf(m, s, caps, func(c string) string { return dropWords(rng, c, tc.WordDrop) })
+	var images, photos []int
+	if views != nil {
+		images, photos = views.images(s, caps, rand.New(rand.NewPCG(tc.Seed, 0x76696577^uint64(iter))))
+	}
+	var edit func(string) string
+	if tc.WordDrop > 0 {
+		edit = func(c string) string { return dropWords(rng, c, tc.WordDrop) }
+	}
+	b := batchOf(m, s, caps, images, edit)
+	b.Photos = photos
 	dropRegions(rng, b.Images.Valid, tc.RegionDrop)
 	return b
 }

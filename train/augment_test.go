@@ -108,16 +108,16 @@ func TestTrainBatchIsAFunctionOfTheIteration(t *testing.T) {
 	m := smallModel(t, tinyConfig(t, "teran-mrsw-small.yaml"), s)
 	tc := TrainingConfig{Seed: 7, WordDrop: 0.3, RegionDrop: 0.3}
 	caps := []int{0, 1, 2, 3}
-	a, b := trainBatch(m, s, caps, tc, 5), trainBatch(m, s, caps, tc, 5)
+	a, b := trainBatch(m, s, caps, tc, 5, nil), trainBatch(m, s, caps, tc, 5, nil)
 	if !slices.Equal(a.Texts.IDs, b.Texts.IDs) || !slices.Equal(a.Images.Valid.Data, b.Images.Valid.Data) {
 		t.Error("the same iteration gave two batches: a resumed run would not repeat the first")
 	}
-	c := trainBatch(m, s, caps, tc, 6)
+	c := trainBatch(m, s, caps, tc, 6, nil)
 	if slices.Equal(a.Texts.IDs, c.Texts.IDs) && slices.Equal(a.Images.Valid.Data, c.Images.Valid.Data) {
 		t.Error("iterations 5 and 6 dropped the same words and regions")
 	}
 	plain := BatchOf(m, s, caps)
-	off := trainBatch(m, s, caps, TrainingConfig{Seed: 7}, 5)
+	off := trainBatch(m, s, caps, TrainingConfig{Seed: 7}, 5, nil)
 	if !slices.Equal(plain.Texts.IDs, off.Texts.IDs) || !slices.Equal(plain.Images.Valid.Data, off.Images.Valid.Data) {
 		t.Error("with no drop the batch differs from BatchOf's")
 	}

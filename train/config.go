@@ -146,6 +146,12 @@ type TrainingConfig struct {
 	// probability at every step, before tokenising, at least one word
 	// kept. 0: none.
 	WordDrop float64 `yaml:"word-drop,omitempty"`
+	// AugmentDraw, above 0, trains from a split extracted with xmr
+	// extract --augment N as from views of its photos: an epoch goes over
+	// the photos' captions, and at every step each caption's image is, with
+	// this probability, one of its photo's N augmented copies drawn at
+	// random, else the photo. 0: each copy is a training image of its own.
+	AugmentDraw float64 `yaml:"augment-draw,omitempty"`
 }
 
 // Default returns TERAN MrSw at the published size, with the paper's
@@ -308,6 +314,7 @@ func (c Config) Validate() error {
 	}
 	interval("training.region-drop", t.RegionDrop, 0, 1, false, true)
 	interval("training.word-drop", t.WordDrop, 0, 1, false, true)
+	interval("training.augment-draw", t.AugmentDraw, 0, 1, false, false)
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid config: %s", strings.Join(errs, "; "))
 	}

@@ -60,6 +60,7 @@ func TestConfigErrors(t *testing.T) {
 		{"training:\n  ema-decay: -0.9\n", "training.ema-decay: -0.9 is out of range (0, 1)"},
 		{"training:\n  region-drop: 1\n", "training.region-drop: 1 is out of range [0, 1)"},
 		{"training:\n  word-drop: -0.1\n", "training.word-drop: -0.1 is out of range [0, 1)"},
+		{"training:\n  augment-draw: 1.5\n", "training.augment-draw: 1.5 is out of range [0, 1]"},
 		{"model:\n  name: vsepp\n  embed-size: 64\ntext-model:\n  name: gru\n  hidden: 32\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.hidden: vsepp's GRU state is the caption embedding: 32 must equal model.embed-size 64"},
 		{"model:\n  name: vsepp\ntext-model:\n  name: bert\nimage-model:\n  name: global\ntraining:\n  loss-type: matching\n", "text-model.name: \"bert\" is not one of gru"},
 		{"model:\n  name: seam\n  similarity: order\ntext-model:\n  name: seam-e\n  hops: 2\n  attention-units: 8\nimage-model:\n  name: global\n", "seam trains with the matching loss"},

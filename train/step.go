@@ -19,6 +19,11 @@ import (
 type Batch struct {
 	Images model.Images
 	Texts  model.Texts
+	// Photos, when set, are the training split's photos that the images
+	// are views of (training.augment-draw): the loss takes two captions of
+	// one photo as matches whichever views they came with. Nil: each
+	// image is its own photo (Images.Items).
+	Photos []int
 }
 
 // VisionPrefix starts the names of the parameters of an image network
@@ -130,7 +135,11 @@ func (s *Stepper) Step(b Batch, iter int) (loss float64, err error) {
 			panic(errors.New("a batch without its images' indices: the image network cannot recompute their features"))
 		}
 		img, txt := encode(s.tp, s.m, s.vision, b)
-		l := s.obj.Loss(s.tp, img, txt, b.Texts, b.Images.Items, iter)
+		photos := b.Images.Items
+		if b.Photos != nil {
+			photos = b.Photos
+		}
+		l := s.obj.Loss(s.tp, img, txt, b.Texts, photos, iter)
 		loss = float64(l.Item())
 		s.tp.BackwardAndReset(l)
 	})

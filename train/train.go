@@ -322,6 +322,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	eval.LogImageInput(m, trainSplit)
 	tc := cfg.Training
 	nCaps := trainSplit.NumCaptions()
+	var views *viewPool
+	if tc.AugmentDraw > 0 {
+		if _, banks := m.(model.Memorizer); banks {
+			// A bank keeps an item's own matches out of its responses by
+			// the item's index, which a copy does not share with its photo.
+			return nil, fmt.Errorf("training.augment-draw: %s has memory banks of the training images, which do not know a copy from its photo; extract without --augment, or train without the key", cfg.Model.Name)
+		}
+		if views, err = newViewPool(trainSplit, tc.AugmentDraw); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.Dataset.Data, err)
+		}
+		slog.Info("training.augment-draw: the photos' augmented copies drawn at each step", "photos_captions", len(views.caps), "of", nCaps, "p", tc.AugmentDraw)
+		nCaps = len(views.caps)
+	}
 	if nCaps < 2 {
 		return nil, fmt.Errorf("%s: the train split has %d captions; training needs at least 2", cfg.Dataset.Data, nCaps)
 	}
@@ -493,7 +506,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		order := EpochOrder(tc.Seed, st.Epoch, nCaps)
 		caps := order[st.Pos : st.Pos+bs]
-		loss, err := stepper.Step(trainBatch(m, trainSplit, caps, tc, st.Iter), st.Iter)
+		if views != nil {
+			photoCaps := make([]int, len(caps))
+			for k, c := range caps {
+				photoCaps[k] = views.caps[c]
+			}
+			caps = photoCaps
+		}
+		loss, err := stepper.Step(trainBatch(m, trainSplit, caps, tc, st.Iter, views), st.Iter)
 		if err != nil {
 			return nil, fmt.Errorf("iteration %d: %w", st.Iter, err)
 		}
@@ -620,16 +640,22 @@ func openVision(ctx context.Context, o Options, cut, dir string, tr, dev *data.S
 // BatchOf gathers the captions caps of s and their images into a batch of
 // matching pairs, with their indices in s.
 func BatchOf(m model.Model, s *data.Split, caps []int) Batch {
-	return batchOf(m, s, caps, nil)
+	return batchOf(m, s, caps, nil, nil)
 }
 
-// batchOf is BatchOf with each caption passed through edit, in the
+// batchOf is BatchOf with caption k shown with image images[k] of s (nil:
+// the image it describes), and each caption passed through edit, in the
 // order of caps, before it is tokenised (nil: the captions as they are).
-func batchOf(m model.Model, s *data.Split, caps []int, edit func(string) string) Batch {
-	imgIdx := make([]int, len(caps))
+func batchOf(m model.Model, s *data.Split, caps, images []int, edit func(string) string) Batch {
+	imgIdx := images
+	if imgIdx == nil {
+		imgIdx = make([]int, len(caps))
+		for k, c := range caps {
+			imgIdx[k] = s.ImageOf(c)
+		}
+	}
 	texts := make([]string, len(caps))
 	for k, c := range caps {
-		imgIdx[k] = s.ImageOf(c)
 		texts[k] = s.Captions[c]
 		if edit != nil {
 			texts[k] = edit(texts[k])

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xmr-project/xmr/checkpoint"
 	"github.com/xmr-project/xmr/data"
 	"github.com/xmr-project/xmr/eval"
 	"github.com/xmr-project/xmr/model"
@@ -32,6 +33,18 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	world.Remove()
 	os.Exit(code)
+}
+
+// loadLast loads the last checkpoint of the run in dir, closed when the
+// test ends.
+func loadLast(t *testing.T, dir string) (model.Model, *checkpoint.File) {
+	t.Helper()
+	m, f, err := model.Load(filepath.Join(dir, "last.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return m, f
 }
 
 // tinyConfig is a small TERAN/TERN for tests.
@@ -78,28 +91,33 @@ func TestModelsLearn(t *testing.T) {
 		config string
 		iters  int
 		edit   func(*Config)
+		data   func(t *testing.T) string // nil: the world
 	}{
-		{"teran-mrsw", "teran-mrsw-small.yaml", 250, nil},
-		{"teran-mrsw-drop", "teran-mrsw-small.yaml", 250, func(c *Config) { c.Training.RegionDrop, c.Training.WordDrop = 0.2, 0.1 }},
+		{"teran-mrsw", "teran-mrsw-small.yaml", 250, nil, nil},
+		{"teran-mrsw-drop", "teran-mrsw-small.yaml", 250, func(c *Config) { c.Training.RegionDrop, c.Training.WordDrop = 0.2, 0.1 }, nil},
+		// The world's photos each with an augmented copy (its features
+		// scaled), drawn in place of the photo at half the steps.
+		{"teran-mrsw-views", "teran-mrsw-small.yaml", 250, func(c *Config) { c.Training.AugmentDraw = 0.5 },
+			func(t *testing.T) string { return worldWithCopies(t, 1<<30, 1) }},
 		// MwSr's hardest negatives collapse a model this small and this early
 		// (R@1 near chance at 500 iterations once they start at 150 or 250): it
 		// learns on the sum of hinges throughout. With them from iteration 400
 		// (the config's), it ended at R@10 21 to 31%, by the CPU's kernels.
-		{"teran-mwsr", "teran-mwsr-small.yaml", 500, func(c *Config) { c.Training.LR = 3e-4; c.Training.MaxViolationAfter = 500 }},
-		{"tern", "tern-small.yaml", 500, nil},
-		{"tern-align", "tern-align-small.yaml", 250, nil},
-		{"teran-bigru", "teran-mrsw-bigru-small.yaml", 250, nil},
-		{"teran-bilstm", "teran-mrsw-bilstm-small.yaml", 250, nil},
-		{"teran-transformer-text", "teran-mrsw-small.yaml", 250, func(c *Config) { c.TextModel.Name = "transformer" }},
+		{"teran-mwsr", "teran-mwsr-small.yaml", 500, func(c *Config) { c.Training.LR = 3e-4; c.Training.MaxViolationAfter = 500 }, nil},
+		{"tern", "tern-small.yaml", 500, nil, nil},
+		{"tern-align", "tern-align-small.yaml", 250, nil, nil},
+		{"teran-bigru", "teran-mrsw-bigru-small.yaml", 250, nil, nil},
+		{"teran-bilstm", "teran-mrsw-bilstm-small.yaml", 250, nil, nil},
+		{"teran-transformer-text", "teran-mrsw-small.yaml", 250, func(c *Config) { c.TextModel.Name = "transformer" }, nil},
 		// SEAM reads the mean of the world's region features (its global
 		// feature stands-in); TestModelsLearnRealCaptions trains it on real
 		// global features.
-		{"seam-e", "seam-e-small.yaml", 400, nil},
-		{"seam-c-penalty", "seam-c-penalty-small.yaml", 400, nil},
-		{"seam-g", "seam-g-small.yaml", 400, nil},
+		{"seam-e", "seam-e-small.yaml", 400, nil, nil},
+		{"seam-c-penalty", "seam-c-penalty-small.yaml", 400, nil, nil},
+		{"seam-g", "seam-g-small.yaml", 400, nil, nil},
 		// MEMBER retrieves by the combination of its self and cross
 		// spaces; TestMemberSpacesLearn checks each space.
-		{"member", "member-small.yaml", 150, func(c *Config) { c.Model.Responses = 2 }},
+		{"member", "member-small.yaml", 150, func(c *Config) { c.Model.Responses = 2 }, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -109,8 +127,11 @@ func TestModelsLearn(t *testing.T) {
 				c.edit(&cfg)
 			}
 			cfg.Training.ValStep = c.iters / 5
-			out := t.TempDir()
-			res, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: dir}, Out: out, MaxIters: c.iters, ValImages: 200})
+			out, from := t.TempDir(), dir
+			if c.data != nil {
+				from = c.data(t)
+			}
+			res, err := Run(context.Background(), Options{Config: cfg, Data: data.Source{Path: from}, Out: out, MaxIters: c.iters, ValImages: 200})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,16 +235,8 @@ func TestResumeIsExact(t *testing.T) {
 			if _, err := Run(context.Background(), Options{Data: data.Source{Path: dir}, Out: split, MaxIters: 20, ValImages: 50, Resume: true}); err != nil {
 				t.Fatal(err)
 			}
-			a, fa, err := model.Load(filepath.Join(straight, "last.safetensors"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fa.Close()
-			b, fb, err := model.Load(filepath.Join(split, "last.safetensors"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fb.Close()
+			a, fa := loadLast(t, straight)
+			b, fb := loadLast(t, split)
 			pa, pb := a.Params(), b.Params()
 			for i := range pa {
 				for j := range pa[i].T.Data {
