@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/xmr-project/xmr/detect"
 )
@@ -12,6 +13,25 @@ import (
 // AugmentSuffix ends the id of an augmented copy (AugmentSplit), before
 // the copy's number.
 const AugmentSuffix = "~aug"
+
+// CopyOf returns the id of the image that id is an augmented copy of
+// (AugmentSplit's ID~augK), and whether it is one.
+func CopyOf(id string) (string, bool) {
+	k := strings.LastIndex(id, AugmentSuffix)
+	if k <= 0 {
+		return "", false
+	}
+	num := id[k+len(AugmentSuffix):]
+	if num == "" {
+		return "", false
+	}
+	for _, r := range num {
+		if r < '0' || r > '9' {
+			return "", false
+		}
+	}
+	return id[:k], true
+}
 
 // AugmentSplit returns s with copies more views of each of its images
 // that is not itself an augmented copy (Item.Augment unset) after its

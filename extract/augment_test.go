@@ -11,6 +11,27 @@ import (
 	"github.com/xmr-project/xmr/detect"
 )
 
+func TestCopyOf(t *testing.T) {
+	for _, c := range []struct {
+		id, photo string
+		ok        bool
+	}{
+		{"1000268201_693b08cb0e~aug1", "1000268201_693b08cb0e", true},
+		{"a~mirror~aug12", "a~mirror", true},
+		{"a", "", false},
+		{"a~mirror", "", false},
+		{"a~aug", "", false},   // no number
+		{"~aug1", "", false},   // no photo
+		{"a~aug1x", "", false}, // not a number
+		{"a~aug1~mirror", "", false},
+	} {
+		photo, ok := CopyOf(c.id)
+		if photo != c.photo || ok != c.ok {
+			t.Errorf("CopyOf(%q) = %q, %v; want %q, %v", c.id, photo, ok, c.photo, c.ok)
+		}
+	}
+}
+
 func TestAugmentSplit(t *testing.T) {
 	s := MirrorSplit(SplitSpec{Name: "train", Items: []Item{{Path: "a.jpg", ID: "a"}, {Path: "b.jpg", ID: "b"}},
 		Captions: [][]string{{"a dog on the left"}, {"a cat"}}})

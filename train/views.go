@@ -3,14 +3,10 @@ package train
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/extract"
 )
-
-// augmentSuffix ends the id of an augmented copy that xmr extract
-// --augment writes (extract.AugmentSuffix), before the copy's number.
-const augmentSuffix = "~aug"
 
 // viewPool is what training.augment-draw trains from: the training
 // split's photos, each with its augmented copies (ids ID~aug1, ID~aug2,
@@ -32,7 +28,7 @@ type viewPool struct {
 func newViewPool(s *data.Split, p float64) (*viewPool, error) {
 	n := s.NumImages()
 	if s.ImageIDs == nil {
-		return nil, fmt.Errorf("training.augment-draw: the train split has no image ids; it needs the augmented copies that xmr extract --augment writes (ids ending in %sN)", augmentSuffix)
+		return nil, fmt.Errorf("training.augment-draw: the train split has no image ids; it needs the augmented copies that xmr extract --augment writes (ids ending in %sN)", extract.AugmentSuffix)
 	}
 	index := make(map[string]int, n)
 	for i := 0; i < n; i++ {
@@ -42,7 +38,7 @@ func newViewPool(s *data.Split, p float64) (*viewPool, error) {
 	isCopy := make([]bool, n)
 	nCopies := 0
 	for i := 0; i < n; i++ {
-		photo, ok := copyOf(s.ID(i))
+		photo, ok := extract.CopyOf(s.ID(i))
 		if !ok {
 			continue
 		}
@@ -55,7 +51,7 @@ func newViewPool(s *data.Split, p float64) (*viewPool, error) {
 		nCopies++
 	}
 	if nCopies == 0 {
-		return nil, fmt.Errorf("training.augment-draw: the train split's %d images have no augmented copies (ids ending in %sN); extract it with xmr extract --augment N", n, augmentSuffix)
+		return nil, fmt.Errorf("training.augment-draw: the train split's %d images have no augmented copies (ids ending in %sN); extract it with xmr extract --augment N", n, extract.AugmentSuffix)
 	}
 	for c := 0; c < s.NumCaptions(); c++ {
 		if !isCopy[s.ImageOf(c)] {
@@ -63,25 +59,6 @@ func newViewPool(s *data.Split, p float64) (*viewPool, error) {
 		}
 	}
 	return pool, nil
-}
-
-// copyOf returns the id of the photo that id is an augmented copy of, and
-// whether it is one.
-func copyOf(id string) (string, bool) {
-	k := strings.LastIndex(id, augmentSuffix)
-	if k <= 0 {
-		return "", false
-	}
-	num := id[k+len(augmentSuffix):]
-	if num == "" {
-		return "", false
-	}
-	for _, r := range num {
-		if r < '0' || r > '9' {
-			return "", false
-		}
-	}
-	return id[:k], true
 }
 
 // images returns the image each caption of caps shows at a step, drawn

@@ -9,29 +9,9 @@ import (
 	"testing"
 
 	"github.com/xmr-project/xmr/data"
+	"github.com/xmr-project/xmr/extract"
 	"github.com/xmr-project/xmr/model"
 )
-
-func TestCopyOf(t *testing.T) {
-	for _, c := range []struct {
-		id, photo string
-		ok        bool
-	}{
-		{"1000268201_693b08cb0e~aug1", "1000268201_693b08cb0e", true},
-		{"a~mirror~aug12", "a~mirror", true},
-		{"a", "", false},
-		{"a~mirror", "", false},
-		{"a~aug", "", false},   // no number
-		{"~aug1", "", false},   // no photo
-		{"a~aug1x", "", false}, // not a number
-		{"a~aug1~mirror", "", false},
-	} {
-		photo, ok := copyOf(c.id)
-		if photo != c.photo || ok != c.ok {
-			t.Errorf("copyOf(%q) = %q, %v; want %q, %v", c.id, photo, ok, c.photo, c.ok)
-		}
-	}
-}
 
 // withCopies returns the first n photos of s followed by k augmented
 // copies of each (ids ID~aug1 ... ID~augK, the photo's captions, its
@@ -61,7 +41,7 @@ func withCopies(t *testing.T, s *data.Split, n, k int) *data.Split {
 	}
 	for c := 1; c <= k; c++ {
 		for i := 0; i < n; i++ {
-			add(i, fmt.Sprintf("p%d%s%d", i, augmentSuffix, c), 1+float32(c)/10)
+			add(i, fmt.Sprintf("p%d%s%d", i, extract.AugmentSuffix, c), 1+float32(c)/10)
 		}
 	}
 	if err := out.Validate(); err != nil {
@@ -82,7 +62,7 @@ func TestViewPool(t *testing.T) {
 		t.Fatalf("%d captions in an epoch, want the photos' %d", len(pool.caps), want)
 	}
 	for _, c := range pool.caps {
-		if _, isCopy := copyOf(s.ID(s.ImageOf(c))); isCopy {
+		if _, isCopy := extract.CopyOf(s.ID(s.ImageOf(c))); isCopy {
 			t.Fatalf("caption %d of copy %s in the epoch", c, s.ID(s.ImageOf(c)))
 		}
 	}
