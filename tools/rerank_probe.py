@@ -96,7 +96,6 @@ def report(name, by_image, by_caption):
     rsum = sum(i2t) + sum(t2i)
     print(f"{name:44s} i2t {i2t[0]:.1f}/{i2t[1]:.1f}/{i2t[2]:.1f} "
           f"t2i {t2i[0]:.1f}/{t2i[1]:.1f}/{t2i[2]:.1f} rsum {rsum:.1f}", flush=True)
-    return rsum
 
 
 def standardised(x, axis):
